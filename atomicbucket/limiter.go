@@ -1,0 +1,125 @@
+package atomicbucket
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+)
+
+// A Limiter is a single-key GCRA rate limiter with x/time/rate's vocabulary:
+// Allow, Reserve and Wait, each with an …N or …At form that takes the time.
+// Its state is one PaddedBucket; the hot path is one clock read, one load and,
+// for an admission, one CompareAndSwap. It is safe for concurrent use.
+//
+// Times are nanoseconds since the limiter's epoch on its clock: the
+// monotonic clock by default, so wall-clock jumps change nothing.
+type Limiter struct {
+	cell   PaddedBucket // first, so it starts the allocation's first line
+	params atomic.Pointer[gcra.Params]
+	src    timebase.Source
+}
+
+// New returns a Limiter that admits limit's rate with the given burst,
+// starting full. It returns an error wrapping a gcra sentinel
+// (ErrInvalidLimit, ErrRateTooHigh, ErrInvalidBurst, ErrOverflow) for a bad
+// configuration.
+func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return nil, err
+	}
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	l := &Limiter{}
+	l.params.Store(&p)
+	switch {
+	case cfg.coarse:
+		src, release := timebase.Coarse()
+		l.src = src
+		// The ticker stops when the last coarse limiter is unreachable.
+		runtime.AddCleanup(l, func(release func()) { release() }, release)
+	case cfg.clock != nil:
+		l.src = timebase.FromClock(cfg.clock)
+	default:
+		l.src = timebase.Monotonic()
+	}
+	return l, nil
+}
+
+// Allow reports whether one event may happen now, and consumes a token if so.
+// Allow is shorthand for AllowN(clock.Now(), 1).
+func (l *Limiter) Allow() bool {
+	return l.cell.AllowN(l.params.Load(), l.src.Now(), 1)
+}
+
+// AllowN reports whether n events may happen at now, and consumes n tokens
+// if so. n < 1 and n > burst are denied (see Decide for the reason).
+func (l *Limiter) AllowN(now time.Time, n int) bool {
+	return l.cell.AllowN(l.params.Load(), l.src.At(now), n)
+}
+
+// Decide is Allow for n tokens with the whole decision: remaining tokens,
+// retry-after, reset-after and time to the next token. Decide is shorthand
+// for DecideAt(clock.Now(), n).
+func (l *Limiter) Decide(n int) gcra.Decision {
+	return l.cell.DecideN(l.params.Load(), l.src.Now(), n)
+}
+
+// DecideAt is Decide at the given time.
+func (l *Limiter) DecideAt(now time.Time, n int) gcra.Decision {
+	return l.cell.DecideN(l.params.Load(), l.src.At(now), n)
+}
+
+// Peek returns the decision Decide(n) would make now, consuming nothing.
+// Peek is shorthand for PeekAt(clock.Now(), n).
+func (l *Limiter) Peek(n int) gcra.Decision {
+	return l.cell.PeekN(l.params.Load(), l.src.Now(), n)
+}
+
+// PeekAt is Peek at the given time.
+func (l *Limiter) PeekAt(now time.Time, n int) gcra.Decision {
+	return l.cell.PeekN(l.params.Load(), l.src.At(now), n)
+}
+
+// Tokens returns the number of tokens available now.
+// Tokens is shorthand for TokensAt(clock.Now()).
+func (l *Limiter) Tokens() int { return l.cell.State(l.params.Load(), l.src.Now()).Remaining }
+
+// TokensAt returns the number of tokens available at now: what a request at
+// that instant could take. math.MaxInt for Unlimited, 0 for DenyAll.
+func (l *Limiter) TokensAt(now time.Time) int {
+	return l.cell.State(l.params.Load(), l.src.At(now)).Remaining
+}
+
+// Params returns the limiter's current parameters.
+func (l *Limiter) Params() gcra.Params { return *l.params.Load() }
+
+// SetLimit changes the limit and burst from the next decision on. It returns
+// the same errors as New, and changes nothing on error.
+//
+// The bucket keeps its theoretical arrival time, as a GCRA stored in Redis
+// does when a caller passes new parameters: a full bucket stays full, and a
+// bucket that needs time Δ to be full still needs Δ, so right after the change
+// it holds floor((B'·T' − Δ) / T') tokens under the new limit. Each decision
+// reads the parameters once, so a call that races with SetLimit is decided
+// wholly under the old or wholly under the new limit, never a mix.
+func (l *Limiter) SetLimit(limit gcra.Limit, burst int) error {
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return err
+	}
+	l.params.Store(&p)
+	return nil
+}
+
+// String describes the limiter's configuration, e.g. "100/1s burst 10".
+func (l *Limiter) String() string {
+	p := l.params.Load()
+	return fmt.Sprintf("%v burst %d", p.Limit(), p.Burst())
+}

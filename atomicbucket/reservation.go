@@ -1,0 +1,93 @@
+package atomicbucket
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A Reservation holds tokens that a Limiter has promised for a time that may
+// lie in the future: the leaky-bucket pacing form of the limiter. Act after
+// Delay, or Cancel to give the tokens back. A Reservation is a small value;
+// it belongs to one goroutine and must not be copied after Cancel.
+type Reservation struct {
+	lim      *Limiter
+	params   *gcra.Params // the parameters it was admitted under
+	next     int64        // the state its admission stored
+	actAt    int64        // when its tokens are due, ns since the epoch
+	n        int
+	finished bool // cancelled, or nothing left to cancel
+}
+
+// Reserve is shorthand for ReserveN(clock.Now(), 1).
+func (l *Limiter) Reserve() (Reservation, error) {
+	return l.reserve(l.src.Now(), 1, math.MaxInt64)
+}
+
+// ReserveN reserves n tokens at now, however long they take to become
+// available, and returns a Reservation whose Delay says how long to wait.
+// It fails, consuming nothing, with an error wrapping gcra.ErrInvalidN for
+// n < 1 and gcra.ErrExceedsBurst for n > burst (or DenyAll), which no wait
+// can satisfy.
+func (l *Limiter) ReserveN(now time.Time, n int) (Reservation, error) {
+	return l.reserve(l.src.At(now), n, math.MaxInt64)
+}
+
+// reserve admits n tokens due within maxWait ns of now. On a denial it
+// returns the wait the request needed, as a Reservation's delay.
+func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, error) {
+	p := l.params.Load()
+	if n < 1 {
+		return Reservation{}, fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
+	}
+	if n > p.Burst() {
+		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
+	}
+	next, wait, ok := l.cell.ReserveN(p, now, n, maxWait)
+	r := Reservation{lim: l, params: p, next: next, actAt: now + wait, n: n, finished: !ok}
+	if !ok {
+		return r, errWaitTooLong
+	}
+	return r, nil
+}
+
+// errWaitTooLong is reserve's internal signal that the wait exceeded
+// maxWait; WaitN turns it into ErrDeadline.
+var errWaitTooLong = fmt.Errorf("atomicbucket: wait exceeds the limit")
+
+// Delay returns how long to wait before acting on the reservation: 0 if its
+// tokens were available at once.
+func (r *Reservation) Delay() time.Duration {
+	return time.Duration(r.actAt) - time.Duration(r.now())
+}
+
+// DelayFrom returns how long after now the reservation's tokens are due.
+func (r *Reservation) DelayFrom(now time.Time) time.Duration {
+	return max(time.Duration(r.actAt-r.lim.src.At(now)), 0)
+}
+
+func (r *Reservation) now() int64 { return min(r.lim.src.Now(), r.actAt) }
+
+// Cancel is shorthand for CancelAt(clock.Now()).
+func (r *Reservation) Cancel() { r.cancelAt(r.lim.src.Now()) }
+
+// CancelAt gives the reservation's tokens back, if they are not yet due at
+// now and nothing was admitted after the reservation: a later admission may
+// already have been promised a slot that depends on them. (Cancelling
+// several reservations in the reverse order of reserving refunds them all.)
+// The state never moves below now, so no tokens are minted for time that has
+// passed. A second CancelAt does nothing.
+func (r *Reservation) CancelAt(now time.Time) { r.cancelAt(r.lim.src.At(now)) }
+
+func (r *Reservation) cancelAt(now int64) {
+	if r.finished || r.lim == nil {
+		return
+	}
+	r.finished = true
+	if now > r.actAt {
+		return // its tokens were due and are taken to be used
+	}
+	r.lim.cell.Refund(r.params, now, r.next, r.n)
+}

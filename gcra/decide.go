@@ -1,0 +1,120 @@
+package gcra
+
+import (
+	"math"
+	"time"
+)
+
+// A Decision is the full outcome of one request for n tokens at time now.
+// All durations are relative to now and exact to the nanosecond; convert
+// them to coarser units by rounding up (a client that waits what it was told
+// is admitted).
+type Decision struct {
+	// Allowed reports whether the n tokens were admitted.
+	Allowed bool
+	// Remaining is the number of tokens a request at the same instant could
+	// still take: floor((B·T − (TAT' − now)) / T), TAT' the state after the
+	// call. math.MaxInt for Unlimited.
+	Remaining int
+	// RetryAfter is 0 when allowed. When denied it is the exact wait after
+	// which the same request is admitted (if nothing else consumes tokens
+	// meanwhile): max(TAT, now) + n·T − B·T − now. Never when n < 1, n > B or
+	// the limit is DenyAll.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the bucket is full again: max(0, TAT' − now).
+	ResetAfter time.Duration
+	// TokenAfter is the time until at least one token is available:
+	// max(0, TAT' − now − (B−1)·T). It is 0 whenever Remaining ≥ 1, and Never
+	// for DenyAll.
+	TokenAfter time.Duration
+}
+
+// Admit decides a request for n tokens at now against the stored state tat.
+// It returns the state to store and whether the request is admitted. When it
+// is denied, next == tat: a denial writes nothing. For Unlimited, next == tat
+// too, so the caller may skip the store.
+//
+// now must be a value from Nanos. next never precedes tat, whatever now is:
+// a stale or backward now can only make the decision stricter.
+func (p *Params) Admit(tat, now int64, n int) (next int64, ok bool) {
+	next, _, ok = p.Reserve(tat, now, n, 0)
+	return next, ok
+}
+
+// Reserve decides a request for n tokens at now that is willing to wait up
+// to maxWait ns for its turn. It admits when the wait is at most maxWait and
+// returns the state to store and the wait (0 if the tokens are there now).
+// When it denies, next == tat and wait is the wait the request would need:
+// Never when n < 1, n > B or DenyAll. Admit is Reserve with maxWait 0.
+//
+//	base   = max(TAT, now)
+//	next   = base + n·T
+//	wait   = next − now − B·T      (≤ 0: the tokens are available now)
+//	admit ⇔ 1 ≤ n ≤ B and wait ≤ maxWait
+func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64, ok bool) {
+	// One unsigned compare rejects both n < 1 (n-1 wraps to a huge value)
+	// and n > B. It also keeps n·T ≤ B·T ≤ maxSpan: no overflow below.
+	if uint64(int64(n)-1) >= uint64(p.burst) {
+		return tat, math.MaxInt64, false
+	}
+	if p.interval == 0 { // Unlimited: admit, store nothing
+		return tat, 0, true
+	}
+	next = max(tat, now) + int64(n)*p.interval
+	wait = next - now - p.span
+	if wait > maxWait {
+		return tat, wait, false
+	}
+	return next, max(wait, 0), true
+}
+
+// Decide is Admit with the whole Decision. It returns the state to store
+// (tat itself when denied) and the decision. Peek is Decide without storing.
+func (p *Params) Decide(tat, now int64, n int) (next int64, d Decision) {
+	next, wait, ok := p.Reserve(tat, now, n, 0)
+	d = p.State(next, now)
+	d.Allowed = ok
+	if !ok {
+		d.RetryAfter = time.Duration(wait)
+	}
+	return next, d
+}
+
+// State describes a bucket whose stored state is tat, at now, without a
+// request: Remaining, ResetAfter and TokenAfter. Allowed and RetryAfter are
+// zero.
+func (p *Params) State(tat, now int64) Decision {
+	if p.interval == 0 {
+		return Decision{Remaining: math.MaxInt}
+	}
+	if p.burst == 0 {
+		return Decision{TokenAfter: Never}
+	}
+	debt := max(tat-now, 0) // time until full; > span only if now went back
+	d := Decision{ResetAfter: time.Duration(debt)}
+	if debt < p.span {
+		d.Remaining = int((p.span - debt) / p.interval)
+	}
+	d.TokenAfter = time.Duration(max(debt-p.span+p.interval, 0))
+	return d
+}
+
+// Refund returns n·T of a reservation whose admission stored next, when
+// nothing was admitted after it (the current state is still next) and its
+// tokens are not yet due. It returns the state to store and whether there
+// is anything to store. The state never moves below now, so a refund never
+// creates tokens for time that has already passed.
+//
+// A reservation followed by later ones is not refunded: GCRA keeps one TAT,
+// and the later reservations' slots are already promised. Cancelling in
+// reverse order of reservation refunds all of them.
+func (p *Params) Refund(tat, now, next int64, n int) (int64, bool) {
+	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst {
+		return tat, false
+	}
+	back := max(next-int64(n)*p.interval, now)
+	if back >= tat {
+		return tat, false
+	}
+	return back, true
+}

@@ -1,0 +1,86 @@
+package timebase
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// CoarseTick is the period of the process-wide coarse clock.
+const CoarseTick = time.Millisecond
+
+// coarseClock is one cached reading of time.Since(processEpoch), advanced by
+// one ticker goroutine that runs only while some Source holds a reference.
+//
+// Invariant: the reading only grows. It is stored by the ticker goroutine or,
+// while no goroutine runs, by acquire under mu; release joins the goroutine
+// before returning, so two writers never overlap, and each stores a fresh
+// monotonic reading, which is at least every earlier one.
+type coarseClock struct {
+	now atomic.Int64
+
+	mu   sync.Mutex // guards the fields below; never taken on a read
+	refs int
+	stop chan struct{}
+	done chan struct{}
+}
+
+var coarse coarseClock
+
+// Coarse returns a Source that reads the process-wide coarse clock, starting
+// its ticker if this is the only reference, and the function that gives the
+// reference back. The reading lags real time by up to one CoarseTick plus
+// however long the scheduler delays the ticker goroutine; a lag of δ makes
+// each decision as if taken δ earlier.
+func Coarse() (Source, func()) {
+	coarse.acquire()
+	var once sync.Once
+	return Source{mode: modeCoarse, coarse: &coarse.now, epoch: processEpoch},
+		func() { once.Do(coarse.release) }
+}
+
+func (c *coarseClock) acquire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs++
+	if c.refs > 1 {
+		return
+	}
+	// First reference: publish a fresh reading before any Source can read
+	// it, then start the ticker.
+	c.now.Store(int64(time.Since(processEpoch)))
+	c.stop, c.done = make(chan struct{}), make(chan struct{})
+	go c.run(c.stop, c.done)
+}
+
+func (c *coarseClock) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs--
+	if c.refs > 0 {
+		return
+	}
+	close(c.stop)
+	<-c.done // join: the next acquire's store cannot race with this goroutine
+}
+
+func (c *coarseClock) run(stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(CoarseTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			c.now.Store(int64(time.Since(processEpoch)))
+		}
+	}
+}
+
+// coarseRunning reports whether the ticker goroutine runs (for tests).
+func coarseRunning() bool {
+	coarse.mu.Lock()
+	defer coarse.mu.Unlock()
+	return coarse.refs > 0
+}

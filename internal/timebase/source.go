@@ -1,0 +1,71 @@
+// Package timebase gives limiters their notion of "now": nanoseconds since an
+// epoch, on the monotonic clock by default, from an injected Clock for tests,
+// or from the process-wide coarse clock for the cheapest hot path.
+package timebase
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A Clock tells the time. time.Now is the implementation the limiters use
+// unless they are given another; tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+}
+
+// processEpoch is the time base of every limiter that uses the monotonic or
+// the coarse clock. It carries a monotonic reading, so time.Since(processEpoch)
+// reads only the monotonic clock and never jumps with the wall clock.
+var processEpoch = time.Now()
+
+type mode uint8
+
+const (
+	modeMonotonic mode = iota
+	modeCoarse
+	modeClock
+)
+
+// A Source reads the time as nanoseconds since its epoch, clamped by
+// gcra.Nanos to [0, gcra.MaxNow]. Its zero value reads the monotonic clock.
+// A Source is immutable after construction and safe for concurrent use.
+type Source struct {
+	mode   mode
+	coarse *atomic.Int64 // modeCoarse: the cached reading, on processEpoch's base
+	clock  Clock         // modeClock
+	epoch  time.Time     // processEpoch, or the injected clock's time at construction
+}
+
+// Monotonic returns the default Source: time.Since(epoch), monotonic only.
+func Monotonic() Source { return Source{mode: modeMonotonic, epoch: processEpoch} }
+
+// FromClock returns a Source that reads c, with c.Now() as its epoch.
+func FromClock(c Clock) Source { return Source{mode: modeClock, clock: c, epoch: c.Now()} }
+
+// Now returns the current time in nanoseconds since the epoch. The coarse
+// path is inlined into callers; the others are one call away.
+func (s *Source) Now() int64 {
+	if s.mode == modeCoarse {
+		return s.coarse.Load() // a plain load: the cheapest clock there is
+	}
+	return s.precise()
+}
+
+func (s *Source) precise() int64 {
+	if s.mode == modeClock {
+		return gcra.Nanos(s.clock.Now().Sub(s.epoch))
+	}
+	return gcra.Nanos(time.Since(s.epoch))
+}
+
+// At converts t to nanoseconds since the epoch. Times before the epoch count
+// as the epoch (see gcra.Nanos: only ever stricter).
+func (s *Source) At(t time.Time) int64 { return gcra.Nanos(t.Sub(s.epoch)) }
+
+// Time converts nanoseconds since the epoch back to a time.Time. For the
+// monotonic and coarse sources the result carries a monotonic reading, so
+// comparing it with a context deadline uses the monotonic clock.
+func (s *Source) Time(ns int64) time.Time { return s.epoch.Add(time.Duration(ns)) }
