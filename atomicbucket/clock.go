@@ -17,6 +17,7 @@ type Option interface{ apply(*config) }
 type config struct {
 	clock  Clock
 	coarse bool
+	source *timebase.Source // tests only (export_test.go)
 }
 
 type optionFunc func(*config)
@@ -33,17 +34,23 @@ func WithClock(c Clock) Option {
 // WithCoarseClock makes the Limiter read a cached time that one process-wide
 // ticker advances every CoarseTick, instead of reading the clock on every
 // call: a plain load replaces the clock read, the cheapest hot path there is.
-//
 // The ticker runs while any coarse limiter is reachable and stops when the
-// last one is garbage collected. The cached time lags real time by δ: at most
-// one CoarseTick plus the scheduler's delay of the ticker goroutine. Each
-// decision is then the one the exact limiter would make δ earlier, so, with T
-// the emission interval:
-//   - a client that asks continuously is admitted at most ⌈δ/T⌉ fewer tokens
-//     over any span than with the exact clock, and never more (at 1 ms and
-//     1000/s, one token);
-//   - for any traffic, the bound B + d/T holds on the coarse readings, so
-//     over a real-time span of length d at most B + (d+δ)/T are admitted.
+// last one is garbage collected.
+//
+// The cached time lags real time by δ < CoarseTick while the ticker runs on
+// time. Each decision is then the one the exact limiter would make δ
+// earlier: a client that asks continuously is at most ⌈CoarseTick/T⌉ tokens
+// behind what the exact clock would admit by then (T the emission interval),
+// never ahead, and the lag does not accumulate. For any traffic the bound
+// B + d/T holds on the coarse readings, so over a real-time span of length d
+// at most B + (d + CoarseTick)/T are admitted.
+//
+// That holds only if the bucket cannot overflow between two readings, so New
+// and SetLimit reject, with ErrCoarseTick, a finite limit whose
+// (B−1)·T < CoarseTick: between ticks such a bucket would fill up and
+// discard tokens, and admit less than its rate (at T = 1µs and B = 100, a
+// tenth of it). A ticker delayed longer than (B−1)·T (a long stop-the-world
+// pause, a starved CPU) loses the tokens that overflow during the stall.
 func WithCoarseClock() Option {
 	return optionFunc(func(cfg *config) { cfg.coarse, cfg.clock = true, nil })
 }

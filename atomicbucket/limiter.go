@@ -1,6 +1,7 @@
 package atomicbucket
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -37,8 +38,9 @@ func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
 		o.apply(&cfg)
 	}
 	l := &Limiter{}
-	l.params.Store(&p)
 	switch {
+	case cfg.source != nil:
+		l.src = *cfg.source
 	case cfg.coarse:
 		src, release := timebase.Coarse()
 		l.src = src
@@ -49,7 +51,28 @@ func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
 	default:
 		l.src = timebase.Monotonic()
 	}
+	if err := l.check(&p); err != nil {
+		return nil, err
+	}
+	l.params.Store(&p)
 	return l, nil
+}
+
+// ErrCoarseTick is returned by New and SetLimit for a limiter on the coarse
+// clock whose (burst−1)·interval is shorter than CoarseTick: its bucket would
+// overflow between ticks and admit less than its rate (see WithCoarseClock).
+var ErrCoarseTick = errors.New("atomicbucket: (burst-1)·interval is shorter than the coarse clock's tick")
+
+// check rejects parameters the limiter's clock cannot serve exactly.
+func (l *Limiter) check(p *gcra.Params) error {
+	if !l.src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
+		return nil
+	}
+	if room := time.Duration(p.Burst()-1) * p.Interval(); room < CoarseTick {
+		return fmt.Errorf("%w: (%d-1)·%v = %v < %v; raise the burst to at least %d or use the default clock",
+			ErrCoarseTick, p.Burst(), p.Interval(), room, CoarseTick, 1+(CoarseTick+p.Interval()-1)/p.Interval())
+	}
+	return nil
 }
 
 // Allow reports whether one event may happen now, and consumes a token if so.
@@ -97,8 +120,9 @@ func (l *Limiter) TokensAt(now time.Time) int {
 	return l.cell.State(l.params.Load(), l.src.At(now)).Remaining
 }
 
-// Params returns the limiter's current parameters.
-func (l *Limiter) Params() gcra.Params { return *l.params.Load() }
+// Params returns the limiter's current parameters (immutable; SetLimit
+// replaces them rather than changing them).
+func (l *Limiter) Params() *gcra.Params { return l.params.Load() }
 
 // SetLimit changes the limit and burst from the next decision on. It returns
 // the same errors as New, and changes nothing on error.
@@ -112,6 +136,9 @@ func (l *Limiter) Params() gcra.Params { return *l.params.Load() }
 func (l *Limiter) SetLimit(limit gcra.Limit, burst int) error {
 	p, err := gcra.NewParams(limit, burst)
 	if err != nil {
+		return err
+	}
+	if err := l.check(&p); err != nil {
 		return err
 	}
 	l.params.Store(&p)

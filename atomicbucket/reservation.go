@@ -71,7 +71,12 @@ func (r *Reservation) DelayFrom(now time.Time) time.Duration {
 func (r *Reservation) now() int64 { return min(r.lim.src.Now(), r.actAt) }
 
 // Cancel is shorthand for CancelAt(clock.Now()).
-func (r *Reservation) Cancel() { r.cancelAt(r.lim.src.Now()) }
+func (r *Reservation) Cancel() {
+	if r.finished || r.lim == nil {
+		return
+	}
+	r.cancelAt(r.lim.src.Now())
+}
 
 // CancelAt gives the reservation's tokens back, if they are not yet due at
 // now and nothing was admitted after the reservation: a later admission may
@@ -79,12 +84,14 @@ func (r *Reservation) Cancel() { r.cancelAt(r.lim.src.Now()) }
 // several reservations in the reverse order of reserving refunds them all.)
 // The state never moves below now, so no tokens are minted for time that has
 // passed. A second CancelAt does nothing.
-func (r *Reservation) CancelAt(now time.Time) { r.cancelAt(r.lim.src.At(now)) }
-
-func (r *Reservation) cancelAt(now int64) {
+func (r *Reservation) CancelAt(now time.Time) {
 	if r.finished || r.lim == nil {
 		return
 	}
+	r.cancelAt(r.lim.src.At(now))
+}
+
+func (r *Reservation) cancelAt(now int64) {
 	r.finished = true
 	if now > r.actAt {
 		return // its tokens were due and are taken to be used

@@ -78,9 +78,15 @@ func (c *coarseClock) run(stop, done chan struct{}) {
 	}
 }
 
-// coarseRunning reports whether the ticker goroutine runs (for tests).
-func coarseRunning() bool {
+// CoarseRunning reports whether the ticker goroutine runs (for tests).
+func CoarseRunning() bool {
 	coarse.mu.Lock()
 	defer coarse.mu.Unlock()
 	return coarse.refs > 0
+}
+
+// ManualCoarse returns a Source in coarse mode that reads now, which the
+// caller advances: tests use it to drive the coarse path tick by tick.
+func ManualCoarse(now *atomic.Int64) Source {
+	return Source{mode: modeCoarse, coarse: now, epoch: processEpoch}
 }

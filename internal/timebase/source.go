@@ -61,6 +61,9 @@ func (s *Source) precise() int64 {
 	return gcra.Nanos(time.Since(s.epoch))
 }
 
+// IsCoarse reports whether s reads the coarse clock.
+func (s *Source) IsCoarse() bool { return s.mode == modeCoarse }
+
 // At converts t to nanoseconds since the epoch. Times before the epoch count
 // as the epoch (see gcra.Nanos: only ever stricter).
 func (s *Source) At(t time.Time) int64 { return gcra.Nanos(t.Sub(s.epoch)) }

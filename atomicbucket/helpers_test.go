@@ -1,0 +1,38 @@
+package atomicbucket_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// fakeClock is a Clock that moves only when told; safe for concurrent use.
+type fakeClock struct {
+	base time.Time
+	ns   atomic.Int64
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{base: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time               { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) At(d time.Duration) time.Time { return c.base.Add(d) }
+func (c *fakeClock) Set(d time.Duration)          { c.ns.Store(int64(d)) }
+func (c *fakeClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.ns.Add(int64(d)))
+}
+
+func newLimiter(t testing.TB, l gcra.Limit, burst int, opts ...atomicbucket.Option) *atomicbucket.Limiter {
+	t.Helper()
+	lim, err := atomicbucket.New(l, burst, opts...)
+	require.NoError(t, err)
+	return lim
+}
+
+func randDuration(rng interface{ Int64N(int64) int64 }, upTo time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(upTo)))
+}
