@@ -29,18 +29,39 @@ type Bucket struct {
 // AllowN reports whether n tokens are admitted at now (nanoseconds from
 // gcra.Nanos) under p, and consumes them if so.
 func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
+	if ok, settled := b.tryAllowN(p, now, n); settled {
+		return ok
+	}
+	return b.allowContended(p, now, n)
+}
+
+// tryAllowN is one attempt of AllowN: one load, one decision and, for an
+// admission, one CompareAndSwap. It is small enough to inline into callers.
+// settled is false only when the CompareAndSwap lost a race; the caller then
+// continues with allowContended.
+func (b *Bucket) tryAllowN(p *gcra.Params, now int64, n int) (ok, settled bool) {
+	old := b.tat.Load()
+	next, ok := p.Admit(int64(old), now, n)
+	if !ok {
+		return false, true // a denial stores nothing: the cache line stays shared
+	}
+	return true, b.tat.CompareAndSwap(old, uint64(next))
+}
+
+// allowContended is AllowN after a lost CompareAndSwap, kept out of line.
+func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
 	for {
+		// Another admission stored a larger TAT since our load. Decide again
+		// against it: Admit uses max(TAT, now), so a now that has become
+		// stale meanwhile can only make the retry stricter, never rewind TAT.
 		old := b.tat.Load()
 		next, ok := p.Admit(int64(old), now, n)
 		if !ok {
-			return false // denial: no store, the cache line stays shared
+			return false
 		}
-		if uint64(next) == old || b.tat.CompareAndSwap(old, uint64(next)) {
-			return true // next == old only for Unlimited: nothing to write
+		if b.tat.CompareAndSwap(old, uint64(next)) {
+			return true
 		}
-		// Lost the race to another admission. Reload and decide again: the
-		// winner's TAT is larger, and Admit uses max(TAT, now), so a now that
-		// is stale by now can only make the retry stricter, never rewind TAT.
 	}
 }
 
@@ -49,7 +70,7 @@ func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
 	for {
 		old := b.tat.Load()
 		next, d := p.Decide(int64(old), now, n)
-		if !d.Allowed || uint64(next) == old || b.tat.CompareAndSwap(old, uint64(next)) {
+		if !d.Allowed || b.tat.CompareAndSwap(old, uint64(next)) {
 			return d
 		}
 		// Lost the race: decide again against the winner's state.
@@ -76,7 +97,7 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next
 	for {
 		old := b.tat.Load()
 		next, wait, ok = p.Reserve(int64(old), now, n, maxWait)
-		if !ok || uint64(next) == old || b.tat.CompareAndSwap(old, uint64(next)) {
+		if !ok || b.tat.CompareAndSwap(old, uint64(next)) {
 			return next, wait, ok
 		}
 	}

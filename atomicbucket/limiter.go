@@ -78,13 +78,22 @@ func (l *Limiter) check(p *gcra.Params) error {
 // Allow reports whether one event may happen now, and consumes a token if so.
 // Allow is shorthand for AllowN(clock.Now(), 1).
 func (l *Limiter) Allow() bool {
-	return l.cell.AllowN(l.params.Load(), l.src.Now(), 1)
+	// Bucket.AllowN by hand, so that its first attempt inlines here.
+	p, now := l.params.Load(), l.src.Now()
+	if ok, settled := l.cell.tryAllowN(p, now, 1); settled {
+		return ok
+	}
+	return l.cell.allowContended(p, now, 1)
 }
 
 // AllowN reports whether n events may happen at now, and consumes n tokens
 // if so. n < 1 and n > burst are denied (see Decide for the reason).
 func (l *Limiter) AllowN(now time.Time, n int) bool {
-	return l.cell.AllowN(l.params.Load(), l.src.At(now), n)
+	p, t := l.params.Load(), l.src.At(now)
+	if ok, settled := l.cell.tryAllowN(p, t, n); settled {
+		return ok
+	}
+	return l.cell.allowContended(p, t, n)
 }
 
 // Decide is Allow for n tokens with the whole decision: remaining tokens,

@@ -31,14 +31,24 @@ type Decision struct {
 
 // Admit decides a request for n tokens at now against the stored state tat.
 // It returns the state to store and whether the request is admitted. When it
-// is denied, next == tat: a denial writes nothing. For Unlimited, next == tat
-// too, so the caller may skip the store.
+// is denied, next == tat: a denial writes nothing. For Unlimited, next is
+// max(tat, now): it always admits, and its state only tracks the time.
 //
 // now must be a value from Nanos. next never precedes tat, whatever now is:
 // a stale or backward now can only make the decision stricter.
+//
+// Admit is Reserve with maxWait 0, written out so that it inlines into the
+// buckets' hot paths; the tests check the two agree on every step.
 func (p *Params) Admit(tat, now int64, n int) (next int64, ok bool) {
-	next, _, ok = p.Reserve(tat, now, n, 0)
-	return next, ok
+	if uint64(int64(n)-1) >= uint64(p.burst) { // n < 1 or n > B (see Reserve)
+		return tat, false
+	}
+	// Unlimited has T = 0: next = max(tat, now) always passes.
+	next = max(tat, now) + int64(n)*p.interval
+	if next-now > p.span {
+		return tat, false
+	}
+	return next, true
 }
 
 // Reserve decides a request for n tokens at now that is willing to wait up
@@ -57,9 +67,7 @@ func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64
 	if uint64(int64(n)-1) >= uint64(p.burst) {
 		return tat, math.MaxInt64, false
 	}
-	if p.interval == 0 { // Unlimited: admit, store nothing
-		return tat, 0, true
-	}
+	// Unlimited has T = 0 and B·T = 0: next = max(tat, now), wait ≤ 0.
 	next = max(tat, now) + int64(n)*p.interval
 	wait = next - now - p.span
 	if wait > maxWait {

@@ -106,10 +106,14 @@ func TestDecideNoBurst(t *testing.T) {
 
 func TestDecideUnlimitedAndDenyAll(t *testing.T) {
 	un := mustParams(t, gcra.Unlimited, 1)
-	for _, n := range []int{1, 2, 1 << 40 & math.MaxInt} {
+	for _, n := range []int{1, 2, math.MaxInt} {
 		next, d := un.Decide(0, 5, n)
-		assert.Equal(t, int64(0), next, "Unlimited never writes state")
+		assert.Equal(t, int64(5), next, "Unlimited's state only tracks the time")
 		assert.Equal(t, gcra.Decision{Allowed: true, Remaining: math.MaxInt}, d)
+		// Even a state deep in debt (left by an earlier finite limit) admits.
+		next, d = un.Decide(int64(gcra.MaxNow)+int64(gcra.MaxSpan), 0, n)
+		assert.True(t, d.Allowed)
+		assert.Equal(t, int64(gcra.MaxNow)+int64(gcra.MaxSpan), next)
 	}
 	_, d := un.Decide(0, 5, 0)
 	assert.False(t, d.Allowed, "n < 1 is invalid even when unlimited")

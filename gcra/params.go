@@ -35,7 +35,7 @@ const (
 type Params struct {
 	interval int64 // T in ns; 0 only for Unlimited
 	burst    int64 // B ≥ 1; 0 only for DenyAll; math.MaxInt for Unlimited
-	span     int64 // B·T ≤ maxSpan: how far TAT may run ahead of now
+	span     int64 // B·T ≤ maxSpan: how far TAT may run ahead of now; MaxInt64 for Unlimited
 	limit    Limit
 }
 
@@ -51,7 +51,9 @@ func NewParams(limit Limit, burst int) (Params, error) {
 	}
 	switch limit.kind {
 	case kindUnlimited:
-		return Params{interval: 0, burst: math.MaxInt, span: 0, limit: limit}, nil
+		// T = 0 and an unbounded span: the general formula admits every n ≥ 1,
+		// even from a state left in debt by an earlier, finite limit.
+		return Params{interval: 0, burst: math.MaxInt, span: math.MaxInt64, limit: limit}, nil
 	case kindDenyAll:
 		// burst 0 makes every n fail the n ≤ B test: the general path denies.
 		return Params{interval: 1, burst: 0, span: 0, limit: limit}, nil
@@ -75,7 +77,8 @@ func (p *Params) Interval() time.Duration { return time.Duration(p.interval) }
 // Burst returns the capacity B: 0 for DenyAll, math.MaxInt for Unlimited.
 func (p *Params) Burst() int { return int(p.burst) }
 
-// Span returns B·T, the time a drained bucket takes to become full.
+// Span returns B·T, the time a drained bucket takes to become full
+// (math.MaxInt64 for Unlimited).
 func (p *Params) Span() time.Duration { return time.Duration(p.span) }
 
 // IsUnlimited reports whether p admits everything.
