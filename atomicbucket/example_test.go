@@ -1,0 +1,78 @@
+package atomicbucket_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// Explicit instants keep the output independent of scheduling.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+func ExampleLimiter_AllowN() {
+	// 10 per second, burst 2; the limiter's epoch is t0.
+	lim, _ := atomicbucket.New(gcra.PerSecond(10), 2, atomicbucket.WithClock(fixedClock{t0}))
+	fmt.Println(lim.AllowN(t0, 1), lim.AllowN(t0, 1), lim.AllowN(t0, 1))
+	fmt.Println(lim.AllowN(t0.Add(100*time.Millisecond), 1)) // one token back
+	// Output:
+	// true true false
+	// true
+}
+
+func ExampleLimiter_DecideAt() {
+	lim, _ := atomicbucket.New(gcra.PerMinute(60), 3, atomicbucket.WithClock(fixedClock{t0}))
+	for i := 0; i < 4; i++ {
+		d := lim.DecideAt(t0, 1)
+		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
+	}
+	// Output:
+	// allowed=true remaining=2 retry=0s reset=1s
+	// allowed=true remaining=1 retry=0s reset=2s
+	// allowed=true remaining=0 retry=0s reset=3s
+	// allowed=false remaining=0 retry=1s reset=3s
+}
+
+func ExampleLimiter_ReserveN() {
+	lim, _ := atomicbucket.New(gcra.PerSecond(4), 1, atomicbucket.WithClock(fixedClock{t0}))
+	for i := 0; i < 3; i++ {
+		r, _ := lim.ReserveN(t0, 1)
+		fmt.Println(r.DelayFrom(t0)) // pace: act after this long
+	}
+	_, err := lim.ReserveN(t0, 2)
+	fmt.Println(errors.Is(err, gcra.ErrExceedsBurst))
+	// Output:
+	// 0s
+	// 250ms
+	// 500ms
+	// true
+}
+
+func ExampleLimiter_Wait() {
+	lim, _ := atomicbucket.New(gcra.Every(time.Hour), 1)
+	lim.Allow() // spend the only token
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// The next token is an hour away: Wait fails at once, consuming nothing.
+	err := lim.Wait(ctx)
+	fmt.Println(errors.Is(err, atomicbucket.ErrDeadline))
+	// Output: true
+}
+
+func ExampleNew_errors() {
+	_, err := atomicbucket.New(gcra.PerSecond(0), 10)
+	fmt.Println(errors.Is(err, gcra.ErrInvalidLimit), err)
+	_, err = atomicbucket.New(gcra.PerSecond(100), 0)
+	fmt.Println(errors.Is(err, gcra.ErrInvalidBurst), err)
+	// Output:
+	// true gcra: invalid limit: 0 events per period
+	// true gcra: invalid burst: 0 (must be at least 1; 1 means no burst)
+}
