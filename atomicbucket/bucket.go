@@ -22,13 +22,17 @@ import (
 // observes the state it stored.
 type Bucket struct {
 	// tat: bits 63..0 hold TAT ≥ 0 as an int64, always < 2^63 (gcra keeps
-	// every TAT below 2^62 + 2^61). TAT ≤ now means full; 0 is full.
+	// every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60).
+	// TAT ≤ now means full; 0 is full.
 	tat atomic.Uint64
 }
 
 // AllowN reports whether n tokens are admitted at now (nanoseconds from
 // gcra.Nanos) under p, and consumes them if so.
 func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
+	if p.IsUnlimited() {
+		return n >= 1 // Unlimited writes nothing
+	}
 	if ok, settled := b.tryAllowN(p, now, n); settled {
 		return ok
 	}
@@ -37,6 +41,7 @@ func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
 
 // tryAllowN is one attempt of AllowN: one load, one decision and, for an
 // admission, one CompareAndSwap. It is small enough to inline into callers.
+// The caller handles Unlimited first (it would store max(TAT, now)).
 // settled is false only when the CompareAndSwap lost a race; the caller then
 // continues with allowContended.
 func (b *Bucket) tryAllowN(p *gcra.Params, now int64, n int) (ok, settled bool) {
@@ -70,7 +75,7 @@ func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
 	for {
 		old := b.tat.Load()
 		next, d := p.Decide(int64(old), now, n)
-		if !d.Allowed || b.tat.CompareAndSwap(old, uint64(next)) {
+		if !d.Allowed || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
 			return d
 		}
 		// Lost the race: decide again against the winner's state.
@@ -97,7 +102,7 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next
 	for {
 		old := b.tat.Load()
 		next, wait, ok = p.Reserve(int64(old), now, n, maxWait)
-		if !ok || b.tat.CompareAndSwap(old, uint64(next)) {
+		if !ok || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
 			return next, wait, ok
 		}
 	}

@@ -105,27 +105,37 @@ func TestConcurrentBoundDefaultClock(t *testing.T) {
 	assert.LessOrEqual(t, admitted, int64(burst)+int64(elapsed/interval), "elapsed %v", elapsed)
 }
 
-// Reservations and refunds racing at one frozen instant: exactly B
-// reservations are immediate, whatever the delayed ones do with Cancel.
+// Reservations and refunds racing at one frozen instant. Exactly B
+// reservations are immediate, whatever the delayed ones do with Cancel. Every
+// reservation adds T to the state and every refund takes T back (now is
+// frozen below every refunded slot), so the final state is exactly
+// T·(B + delayed − refunded): no refund lost, none applied twice, none
+// applied to the wrong reservation.
 func TestConcurrentReserveCancel(t *testing.T) {
 	clk := newFakeClock()
-	const burst = 5
-	lim := newLimiter(t, gcra.Every(time.Second), burst, atomicbucket.WithClock(clk))
+	const burst, perG = 5, 200
+	interval := time.Second
+	lim := newLimiter(t, gcra.Every(interval), burst, atomicbucket.WithClock(clk))
+	var refunded atomic.Int64
 	immediate := hammer(func(int) int64 {
 		var n int64
-		for i := 0; i < 200; i++ {
+		for i := 0; i < perG; i++ {
 			r, err := lim.Reserve()
 			if err != nil {
 				panic(err)
 			}
 			if r.Delay() == 0 {
 				n++
-			} else {
-				r.Cancel()
+			} else if r.CancelReporting() {
+				refunded.Add(1)
 			}
 		}
 		return n
 	})
 	assert.Equal(t, int64(burst), immediate)
-	assert.Equal(t, 0, lim.Tokens())
+	delayed := int64(goroutines*perG - burst)
+	owed := delayed - refunded.Load() // delayed reservations still holding a slot
+	assert.Positive(t, refunded.Load(), "some cancellation must have refunded")
+	// Peek's RetryAfter for one token is TAT + T − now − B·T = T·(owed + 1).
+	assert.Equal(t, time.Duration(owed+1)*interval, lim.Peek(1).RetryAfter)
 }

@@ -19,3 +19,11 @@ func (l *Limiter) WaitNWithTimer(ctx context.Context, n int, timer func(time.Dur
 
 // CoarseRunning reports whether the process-wide coarse ticker runs.
 var CoarseRunning = timebase.CoarseRunning
+
+// CancelReporting is Cancel, reporting whether it refunded anything.
+func (r *Reservation) CancelReporting() bool {
+	if r.finished {
+		return false
+	}
+	return r.cancelAt(r.lim.src.Now())
+}

@@ -17,7 +17,8 @@ import (
 // for an admission, one CompareAndSwap. It is safe for concurrent use.
 //
 // Times are nanoseconds since the limiter's epoch on its clock: the
-// monotonic clock by default, so wall-clock jumps change nothing.
+// monotonic clock by default, so wall-clock jumps change nothing. The zero
+// Limiter is not usable: create one with New.
 type Limiter struct {
 	cell   PaddedBucket // first, so it starts the allocation's first line
 	params atomic.Pointer[gcra.Params]
@@ -80,6 +81,9 @@ func (l *Limiter) check(p *gcra.Params) error {
 func (l *Limiter) Allow() bool {
 	// Bucket.AllowN by hand, so that its first attempt inlines here.
 	p, now := l.params.Load(), l.src.Now()
+	if p.IsUnlimited() {
+		return true // writes nothing
+	}
 	if ok, settled := l.cell.tryAllowN(p, now, 1); settled {
 		return ok
 	}
@@ -90,6 +94,9 @@ func (l *Limiter) Allow() bool {
 // if so. n < 1 and n > burst are denied (see Decide for the reason).
 func (l *Limiter) AllowN(now time.Time, n int) bool {
 	p, t := l.params.Load(), l.src.At(now)
+	if p.IsUnlimited() {
+		return n >= 1 // writes nothing
+	}
 	if ok, settled := l.cell.tryAllowN(p, t, n); settled {
 		return ok
 	}

@@ -104,24 +104,54 @@ func TestSetLimitKeepsTheTAT(t *testing.T) {
 	assert.True(t, lim.Allow())
 }
 
+// Each hot path, on a limiter that admits every call (T = 1ns and a burst
+// far beyond the runs, so every Allow stores a new state with a CAS) and on
+// one that denies every call.
 func TestHotPathsAllocateNothing(t *testing.T) {
+	clk := newFakeClock()
 	for name, opts := range map[string][]atomicbucket.Option{
 		"monotonic": nil,
 		"coarse":    {atomicbucket.WithCoarseClock()},
-		"fake":      {atomicbucket.WithClock(newFakeClock())},
+		"fake":      {atomicbucket.WithClock(clk)},
 	} {
-		lim := newLimiter(t, gcra.PerSecond(1000), 10, opts...)
 		now := time.Now()
+		if name == "fake" {
+			now = clk.Now() // the …At forms take times on the limiter's clock
+		}
+		admit := newLimiter(t, gcra.Every(time.Nanosecond), 1<<30, opts...)
+		deny := newLimiter(t, gcra.Every(time.Hour), 2, opts...)
+		require.True(t, deny.AllowN(now, 2))
 		for op, f := range map[string]func(){
-			"Allow":    func() { lim.Allow() },
-			"AllowN":   func() { lim.AllowN(now, 1) },
-			"Peek":     func() { lim.Peek(1) },
-			"PeekAt":   func() { lim.PeekAt(now, 1) },
-			"Decide":   func() { lim.Decide(1) },
-			"DecideAt": func() { lim.DecideAt(now, 1) },
-			"Tokens":   func() { lim.Tokens() },
+			"Allow":    func() { assert.True(t, admit.Allow()) },
+			"AllowN":   func() { assert.True(t, admit.AllowN(now, 3)) },
+			"Decide":   func() { assert.True(t, admit.Decide(1).Allowed) },
+			"DecideAt": func() { assert.True(t, admit.DecideAt(now, 1).Allowed) },
+			"Peek":     func() { admit.Peek(1) },
+			"PeekAt":   func() { admit.PeekAt(now, 1) },
+			"Tokens":   func() { admit.Tokens() },
+			"deny":     func() { assert.False(t, deny.Allow()) },
+			"denyN":    func() { assert.False(t, deny.AllowN(now, 1)) },
+			"denyPeek": func() { assert.False(t, deny.Peek(1).Allowed) },
 		} {
 			assert.Zero(t, testing.AllocsPerRun(1000, f), "%s/%s", name, op)
 		}
 	}
+}
+
+func TestUnlimitedWritesNothing(t *testing.T) {
+	p, err := gcra.NewParams(gcra.Unlimited, 1)
+	require.NoError(t, err)
+	var b atomicbucket.Bucket
+	for now := int64(1); now < 100; now += 7 {
+		assert.True(t, b.AllowN(&p, now, 5))
+		assert.True(t, b.DecideN(&p, now, 1).Allowed)
+		_, _, ok := b.ReserveN(&p, now, 1, 0)
+		assert.True(t, ok)
+		assert.Equal(t, int64(0), b.TAT(), "Unlimited stored a state")
+	}
+	assert.False(t, b.AllowN(&p, 1, 0), "n < 1 is denied even when unlimited")
+	lim := newLimiter(t, gcra.Unlimited, 1)
+	assert.True(t, lim.Allow())
+	assert.True(t, lim.AllowN(time.Now(), 1000))
+	assert.False(t, lim.AllowN(time.Now(), 0))
 }

@@ -1,6 +1,7 @@
 package atomicbucket
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -10,8 +11,10 @@ import (
 
 // A Reservation holds tokens that a Limiter has promised for a time that may
 // lie in the future: the leaky-bucket pacing form of the limiter. Act after
-// Delay, or Cancel to give the tokens back. A Reservation is a small value;
-// it belongs to one goroutine and must not be copied after Cancel.
+// Delay, or Cancel to give the tokens back. A Reservation belongs to one
+// goroutine and must not be copied: Cancel refunds when the state is still
+// the one its admission stored, so a copy cancelled later could refund a
+// newer reservation that happens to have stored the same state.
 type Reservation struct {
 	lim      *Limiter
 	params   *gcra.Params // the parameters it was admitted under
@@ -22,17 +25,29 @@ type Reservation struct {
 }
 
 // Reserve is shorthand for ReserveN(clock.Now(), 1).
-func (l *Limiter) Reserve() (Reservation, error) {
-	return l.reserve(l.src.Now(), 1, math.MaxInt64)
+func (l *Limiter) Reserve() (*Reservation, error) {
+	return l.reservePtr(l.src.Now(), 1)
 }
 
-// ReserveN reserves n tokens at now, however long they take to become
-// available, and returns a Reservation whose Delay says how long to wait.
-// It fails, consuming nothing, with an error wrapping gcra.ErrInvalidN for
-// n < 1 and gcra.ErrExceedsBurst for n > burst (or DenyAll), which no wait
-// can satisfy.
-func (l *Limiter) ReserveN(now time.Time, n int) (Reservation, error) {
-	return l.reserve(l.src.At(now), n, math.MaxInt64)
+// ReserveN reserves n tokens at now, however long (up to gcra.MaxWait)
+// they take to become available, and returns a Reservation whose Delay says
+// how long to wait. It fails, consuming nothing, with an error wrapping
+// gcra.ErrInvalidN for n < 1 and gcra.ErrExceedsBurst for n > burst (or
+// DenyAll), which no wait can satisfy, and ErrDeadline if the tokens would be
+// due more than gcra.MaxWait (about 36 years) ahead.
+func (l *Limiter) ReserveN(now time.Time, n int) (*Reservation, error) {
+	return l.reservePtr(l.src.At(now), n)
+}
+
+func (l *Limiter) reservePtr(now int64, n int) (*Reservation, error) {
+	r, err := l.reserve(now, n, math.MaxInt64)
+	if errors.Is(err, errWaitTooLong) {
+		return nil, fmt.Errorf("%w: n=%d needs %v, more than gcra.MaxWait", ErrDeadline, n, time.Duration(r.actAt-now))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // reserve admits n tokens due within maxWait ns of now. On a denial it
@@ -60,19 +75,23 @@ var errWaitTooLong = fmt.Errorf("atomicbucket: wait exceeds the limit")
 // Delay returns how long to wait before acting on the reservation: 0 if its
 // tokens were available at once.
 func (r *Reservation) Delay() time.Duration {
-	return time.Duration(r.actAt) - time.Duration(r.now())
+	if r == nil || r.lim == nil {
+		return 0
+	}
+	return max(time.Duration(r.actAt-r.lim.src.Now()), 0)
 }
 
 // DelayFrom returns how long after now the reservation's tokens are due.
 func (r *Reservation) DelayFrom(now time.Time) time.Duration {
+	if r == nil || r.lim == nil {
+		return 0
+	}
 	return max(time.Duration(r.actAt-r.lim.src.At(now)), 0)
 }
 
-func (r *Reservation) now() int64 { return min(r.lim.src.Now(), r.actAt) }
-
 // Cancel is shorthand for CancelAt(clock.Now()).
 func (r *Reservation) Cancel() {
-	if r.finished || r.lim == nil {
+	if r == nil || r.finished || r.lim == nil {
 		return
 	}
 	r.cancelAt(r.lim.src.Now())
@@ -85,16 +104,16 @@ func (r *Reservation) Cancel() {
 // The state never moves below now, so no tokens are minted for time that has
 // passed. A second CancelAt does nothing.
 func (r *Reservation) CancelAt(now time.Time) {
-	if r.finished || r.lim == nil {
+	if r == nil || r.finished || r.lim == nil {
 		return
 	}
 	r.cancelAt(r.lim.src.At(now))
 }
 
-func (r *Reservation) cancelAt(now int64) {
+func (r *Reservation) cancelAt(now int64) (refunded bool) {
 	r.finished = true
 	if now > r.actAt {
-		return // its tokens were due and are taken to be used
+		return false // its tokens were due and are taken to be used
 	}
-	r.lim.cell.Refund(r.params, now, r.next, r.n)
+	return r.lim.cell.Refund(r.params, now, r.next, r.n)
 }

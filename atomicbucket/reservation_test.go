@@ -19,7 +19,7 @@ func TestReserveAndCancel(t *testing.T) {
 	lim := newLimiter(t, gcra.PerSecond(10), 2, atomicbucket.WithClock(clk)) // T 100ms
 	ms := time.Millisecond
 
-	var rs []atomicbucket.Reservation
+	var rs []*atomicbucket.Reservation
 	for i, want := range []time.Duration{0, 0, 100 * ms, 200 * ms} {
 		r, err := lim.ReserveN(clk.Now(), 1)
 		require.NoError(t, err)
@@ -78,8 +78,14 @@ func TestReserveErrors(t *testing.T) {
 	assert.ErrorIs(t, err, gcra.ErrExceedsBurst)
 	assert.Equal(t, 2, lim.Tokens(), "errors consume nothing")
 
-	var zero atomicbucket.Reservation
-	zero.Cancel() // a zero Reservation cancels to nothing, without panicking
+	var zero atomicbucket.Reservation // zero and nil Reservations do nothing, without panicking
+	zero.Cancel()
+	assert.Zero(t, zero.Delay())
+	var none *atomicbucket.Reservation
+	none.Cancel()
+	none.CancelAt(time.Now())
+	assert.Zero(t, none.Delay())
+	assert.Zero(t, none.DelayFrom(time.Now()))
 }
 
 // manualTimer hands each timer the code under test creates to the test.
@@ -169,8 +175,10 @@ func TestWaitRealClock(t *testing.T) {
 	lim := newLimiter(t, gcra.Every(2*time.Millisecond), 1)
 	require.NoError(t, lim.Wait(context.Background()))
 	start := time.Now()
+	due := lim.Peek(1).RetryAfter // read after start: the slot is due at least this long after start
+	require.Positive(t, due)
 	require.NoError(t, lim.Wait(context.Background()))
-	assert.GreaterOrEqual(t, time.Since(start), time.Millisecond, "the second Wait waited for its slot")
+	assert.GreaterOrEqual(t, time.Since(start), due, "the second Wait waited for its slot")
 
 	goroutines := runtime.NumGoroutine()
 	slow := newLimiter(t, gcra.Every(time.Hour), 1)

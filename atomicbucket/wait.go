@@ -21,8 +21,11 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 // It fails at once, consuming nothing, if ctx is already done, if n < 1
 // (gcra.ErrInvalidN) or n > burst (gcra.ErrExceedsBurst), or if the tokens
 // would be due after ctx's deadline (ErrDeadline). If ctx is done while it
-// waits, it cancels its reservation (see Reservation.CancelAt) and returns
-// ctx.Err(). It starts no goroutine, and stops its timer before returning.
+// waits, it cancels its reservation and returns ctx.Err(); the tokens come
+// back if no later reservation depends on them (see Reservation.CancelAt).
+// It starts no goroutine, and stops its timer before returning. With
+// WithClock, the deadline is compared with the injected clock's time, as
+// x/time/rate does.
 func (l *Limiter) WaitN(ctx context.Context, n int) error {
 	return l.waitN(ctx, n, l.src.Now(), newRealTimer)
 }

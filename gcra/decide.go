@@ -32,7 +32,7 @@ type Decision struct {
 // Admit decides a request for n tokens at now against the stored state tat.
 // It returns the state to store and whether the request is admitted. When it
 // is denied, next == tat: a denial writes nothing. For Unlimited, next is
-// max(tat, now): it always admits, and its state only tracks the time.
+// max(tat, now); the buckets do not store it, so Unlimited writes nothing.
 //
 // now must be a value from Nanos. next never precedes tat, whatever now is:
 // a stale or backward now can only make the decision stricter.
@@ -56,6 +56,7 @@ func (p *Params) Admit(tat, now int64, n int) (next int64, ok bool) {
 // returns the state to store and the wait (0 if the tokens are there now).
 // When it denies, next == tat and wait is the wait the request would need:
 // Never when n < 1, n > B or DenyAll. Admit is Reserve with maxWait 0.
+// maxWait is capped at MaxWait: a reservation is never due further ahead.
 //
 //	base   = max(TAT, now)
 //	next   = base + n·T
@@ -67,10 +68,10 @@ func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64
 	if uint64(int64(n)-1) >= uint64(p.burst) {
 		return tat, math.MaxInt64, false
 	}
-	// Unlimited has T = 0 and B·T = 0: next = max(tat, now), wait ≤ 0.
+	// Unlimited has T = 0 and an unbounded span: next = max(tat, now), wait < 0.
 	next = max(tat, now) + int64(n)*p.interval
 	wait = next - now - p.span
-	if wait > maxWait {
+	if wait > min(maxWait, int64(MaxWait)) {
 		return tat, wait, false
 	}
 	return next, max(wait, 0), true
@@ -78,6 +79,7 @@ func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64
 
 // Decide is Admit with the whole Decision. It returns the state to store
 // (tat itself when denied) and the decision. Peek is Decide without storing.
+// For Unlimited, Remaining is math.MaxInt and every duration is 0.
 func (p *Params) Decide(tat, now int64, n int) (next int64, d Decision) {
 	next, wait, ok := p.Reserve(tat, now, n, 0)
 	d = p.State(next, now)

@@ -258,3 +258,61 @@ func TestDecideAllocatesNothing(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// Regression (review finding): unbounded reservations used to add n·T to
+// TAT without limit, wrap it past 2^63 and so reset the bucket. Reserve now
+// caps every wait at MaxWait.
+func TestReserveCannotOverflow(t *testing.T) {
+	p := mustParams(t, gcra.Every(gcra.MaxSpan), 1) // the largest T there is
+	var tat int64
+	admitted := 0
+	for i := 0; i < 10; i++ {
+		next, wait, ok := p.Reserve(tat, 0, 1, math.MaxInt64)
+		require.GreaterOrEqual(t, next, tat, "reservation %d rewound the state", i)
+		if !ok {
+			assert.Greater(t, wait, int64(gcra.MaxWait))
+			break
+		}
+		assert.LessOrEqual(t, wait, int64(gcra.MaxWait))
+		admitted++
+		tat = next
+	}
+	// 1 immediate token plus every whole T that fits in MaxWait (2^60 < 2^61 = T).
+	assert.Equal(t, 1, admitted)
+	_, ok := p.Admit(tat, 0, 1)
+	assert.False(t, ok, "the bucket must still be drained")
+}
+
+// The arithmetic at the extremes that validation allows: T up to MaxSpan,
+// B·T up to MaxSpan, now anywhere in [0, MaxNow] and moving either way,
+// unbounded waits. No state may go negative or backwards, and a stored state
+// never runs further ahead of its now than B·T + MaxWait.
+func TestDecideAtTheExtremes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 2000; trial++ {
+		burst := 1 + rng.IntN(4)
+		interval := 1 + rng.Int64N(int64(gcra.MaxSpan)/int64(burst))
+		p := mustParams(t, gcra.Every(time.Duration(interval)), burst)
+		var tat int64
+		for i := 0; i < 50; i++ {
+			now := gcra.Nanos(time.Duration(rng.Int64N(int64(gcra.MaxNow) + 1)))
+			if rng.IntN(3) == 0 {
+				now = int64(gcra.MaxNow)
+			}
+			n := 1 + rng.IntN(burst)
+			maxWait := []int64{0, rng.Int64N(int64(gcra.MaxSpan)), math.MaxInt64}[rng.IntN(3)]
+			next, wait, ok := p.Reserve(tat, now, n, maxWait)
+			require.GreaterOrEqual(t, next, tat, "trial %d step %d: state went backwards", trial, i)
+			if ok {
+				require.LessOrEqual(t, next-now, int64(p.Span())+int64(gcra.MaxWait), "trial %d step %d", trial, i)
+				require.GreaterOrEqual(t, wait, int64(0))
+			} else {
+				require.Positive(t, wait)
+			}
+			_, d := p.Decide(next, now, n)
+			require.GreaterOrEqual(t, d.Remaining, 0)
+			require.GreaterOrEqual(t, d.ResetAfter, time.Duration(0))
+			tat = next
+		}
+	}
+}

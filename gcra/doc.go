@@ -20,8 +20,9 @@
 //
 // An allowed request stores newTAT; a denied one stores nothing. Because base
 // is never below TAT, a stale or backward now can only make a decision
-// stricter, and TAT never moves backwards. Over any interval of length d, a
-// bucket admits at most B + d/T tokens.
+// stricter, and no decision moves TAT backwards (only a refund does, and
+// never below now). Over any interval of length d, a bucket admits at most
+// B + d/T tokens, counting a reservation's tokens at the time they are due.
 //
 // # Mapping other libraries' parameters
 //

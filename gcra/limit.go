@@ -30,7 +30,8 @@ const (
 )
 
 var (
-	// Unlimited admits every request of any size and never writes state.
+	// Unlimited admits every request of any size n ≥ 1; the buckets write no
+	// state for it.
 	Unlimited = Limit{kind: kindUnlimited}
 	// DenyAll admits nothing; every decision reports RetryAfter == Never.
 	DenyAll = Limit{kind: kindDenyAll}

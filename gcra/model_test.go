@@ -1,7 +1,6 @@
 package gcra_test
 
 import (
-	"math"
 	"sync"
 	"time"
 
@@ -16,13 +15,11 @@ import (
 // now, then holds at most B·T. It is guarded by a mutex, as a plain
 // implementation would be.
 type refBucket struct {
-	mu        sync.Mutex
-	interval  int64 // T
-	burst     int64 // B
-	unlimited bool
-	denyAll   bool
-	level     int64 // X: content after the last conforming request
-	lct       int64 // last conformance time
+	mu       sync.Mutex
+	interval int64 // T
+	burst    int64 // B
+	level    int64 // X: content after the last conforming request
+	lct      int64 // last conformance time
 }
 
 func newRefBucket(interval time.Duration, burst int) *refBucket {
@@ -38,12 +35,6 @@ type refDecision struct {
 func (m *refBucket) request(now int64, n int) refDecision {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.unlimited {
-		return refDecision{ok: true, remaining: math.MaxInt}
-	}
-	if m.denyAll {
-		return refDecision{retry: gcra.Never, nextToken: gcra.Never}
-	}
 	capacity := m.burst * m.interval
 	// Drain since the last conformance time (a backward now fills it up).
 	x := m.level - (now - m.lct)

@@ -8,12 +8,17 @@ import (
 
 const (
 	// MaxSpan bounds burst × interval, the time a drained bucket takes to
-	// refill: 2^61 ns, about 73 years. With times clamped to MaxNow as well,
-	// every TAT the arithmetic forms stays below 2^63 and cannot overflow.
+	// refill: 2^61 ns, about 73 years. With times clamped to MaxNow and waits
+	// to MaxWait, a stored TAT is at most MaxNow + MaxSpan + MaxWait, and the
+	// next one formed from it at most that + MaxSpan < 2^63: no overflow.
 	MaxSpan = time.Duration(maxSpan)
 	// MaxNow is the largest time, in nanoseconds since a limiter's epoch, that
 	// the arithmetic accepts (2^61 ns, about 73 years). Nanos clamps to it.
 	MaxNow = time.Duration(maxNow)
+	// MaxWait bounds how far in the future a reservation may be due: 2^60 ns,
+	// about 36 years. Reserve treats a larger maxWait as MaxWait, so that
+	// unbounded reservations cannot push TAT past 2^63 and wrap around.
+	MaxWait = time.Duration(maxWait)
 	// Never is the RetryAfter of a request that can never be admitted: n < 1,
 	// n > burst, or the limit is DenyAll. It equals x/time/rate's InfDuration.
 	Never = time.Duration(math.MaxInt64)
@@ -22,6 +27,7 @@ const (
 const (
 	maxSpan = int64(1) << 61
 	maxNow  = int64(1) << 61
+	maxWait = int64(1) << 60
 )
 
 // Params is a validated (Limit, burst) pair in the integer form the decision

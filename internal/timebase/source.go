@@ -30,7 +30,9 @@ const (
 )
 
 // A Source reads the time as nanoseconds since its epoch, clamped by
-// gcra.Nanos to [0, gcra.MaxNow]. Its zero value reads the monotonic clock.
+// gcra.Nanos to [0, gcra.MaxNow]. (The coarse reading is stored unclamped:
+// time.Since of the process epoch is never negative, and stays below MaxNow
+// for 73 years of uptime.) Its zero value reads the monotonic clock.
 // A Source is immutable after construction and safe for concurrent use.
 type Source struct {
 	mode   mode
