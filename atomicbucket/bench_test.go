@@ -9,6 +9,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
 // The benchmarks pair every limiter path with its floor, measured in the
@@ -91,7 +92,7 @@ func limiterLoop(lim *atomicbucket.Limiter, clock string, next func() bool) int 
 // goroutine updates; the fixed clock reads nothing. It returns a sum of what
 // it read, which callers publish once: a floor writes no shared memory that
 // the limiter does not write.
-func floorLoop(word *atomic.Uint64, coarse *atomic.Int64, path, clock string, next func() bool) uint64 {
+func floorLoop(word *atomic.Uint64, coarse *timebase.Source, path, clock string, next func() bool) uint64 {
 	var acc uint64
 	read := func() uint64 { return 1 } // fixed; inlined
 	for next() {
@@ -100,7 +101,7 @@ func floorLoop(word *atomic.Uint64, coarse *atomic.Int64, path, clock string, ne
 		case "monotonic":
 			t = uint64(time.Since(epoch))
 		case "coarse":
-			t = uint64(coarse.Load())
+			t = uint64(coarse.Now()) // inlined: one load of the shared word
 		default:
 			t = read()
 		}
@@ -198,26 +199,10 @@ func wordOf(b *atomicbucket.PaddedBucket) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(b))
 }
 
-// startCoarse returns a word that a ticker goroutine advances like the coarse
-// clock does, until the benchmark ends.
-func startCoarse(b *testing.B) *atomic.Int64 {
-	w := new(atomic.Int64)
-	w.Store(int64(time.Since(epoch)))
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(atomicbucket.CoarseTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				w.Store(int64(time.Since(epoch)))
-			}
-		}
-	}()
-	b.Cleanup(func() { close(stop); <-done })
-	return w
+// startCoarse returns the process-wide coarse clock, held until the
+// benchmark ends: the floor reads it exactly as a coarse limiter does.
+func startCoarse(b *testing.B) *timebase.Source {
+	src, release := timebase.Coarse()
+	b.Cleanup(release)
+	return &src
 }
