@@ -1,7 +1,6 @@
 package atomicbucket
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -41,17 +40,14 @@ func (l *Limiter) ReserveN(now time.Time, n int) (*Reservation, error) {
 
 func (l *Limiter) reservePtr(now int64, n int) (*Reservation, error) {
 	r, err := l.reserve(now, n, math.MaxInt64)
-	if errors.Is(err, errWaitTooLong) {
-		return nil, fmt.Errorf("%w: n=%d needs %v, more than gcra.MaxWait", ErrDeadline, n, time.Duration(r.actAt-now))
-	}
 	if err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// reserve admits n tokens due within maxWait ns of now. On a denial it
-// returns the wait the request needed, as a Reservation's delay.
+// reserve admits n tokens due within maxWait ns of now (at most
+// gcra.MaxWait). A request that would wait longer fails with ErrDeadline.
 func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, error) {
 	p := l.params.Load()
 	if n < 1 {
@@ -61,16 +57,11 @@ func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, error) 
 		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
 	}
 	next, wait, ok := l.cell.ReserveN(p, now, n, maxWait)
-	r := Reservation{lim: l, params: p, next: next, actAt: now + wait, n: n, finished: !ok}
 	if !ok {
-		return r, errWaitTooLong
+		return Reservation{}, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
 	}
-	return r, nil
+	return Reservation{lim: l, params: p, next: next, actAt: now + wait, n: n}, nil
 }
-
-// errWaitTooLong is reserve's internal signal that the wait exceeded
-// maxWait; WaitN turns it into ErrDeadline.
-var errWaitTooLong = fmt.Errorf("atomicbucket: wait exceeds the limit")
 
 // Delay returns how long to wait before acting on the reservation: 0 if its
 // tokens were available at once.

@@ -3,7 +3,6 @@ package atomicbucket
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 )
@@ -48,9 +47,6 @@ func (l *Limiter) waitN(ctx context.Context, n int, now int64, timer newTimer) e
 		maxWait = int64(deadline.Sub(l.src.Time(now)))
 	}
 	r, err := l.reserve(now, n, maxWait)
-	if errors.Is(err, errWaitTooLong) {
-		return fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(r.actAt-now))
-	}
 	if err != nil {
 		return err
 	}
