@@ -1,0 +1,28 @@
+package shardmap
+
+// DefaultShards is the number of shards New uses unless WithShards says
+// otherwise. Each empty shard costs about 2 KiB (xsync's smallest table), so
+// an empty map holds about 32 KiB; growth copies a 1/16 share at a time.
+const DefaultShards = 16
+
+// An Option configures a Map.
+type Option func(*config)
+
+type config struct {
+	shards  int
+	limit   int
+	presize int
+}
+
+// WithShards sets the number of shards, rounded up to a power of two (at
+// least 1). More shards make each growth step shorter and each empty map
+// larger.
+func WithShards(n int) Option { return func(c *config) { c.shards = n } }
+
+// WithLimit bounds the number of entries: LoadOrCreate returns ErrFull rather
+// than exceed it. n ≤ 0 means no bound.
+func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
+
+// WithPresize sizes the shards for n entries in all, so that the map does not
+// grow until it holds them.
+func WithPresize(n int) Option { return func(c *config) { c.presize = n } }
