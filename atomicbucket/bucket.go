@@ -22,7 +22,8 @@ import (
 // observes the state it stored.
 type Bucket struct {
 	// tat: bits 63..0 hold TAT ≥ 0 as an int64, always < 2^63 (gcra keeps
-	// every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60).
+	// every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60), or
+	// gcra.Retired (5.5·2^60) once a keyed map has removed the bucket.
 	// TAT ≤ now means full; 0 is full.
 	tat atomic.Uint64
 }
@@ -126,8 +127,31 @@ func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
 	}
 }
 
-// TAT returns the stored theoretical arrival time (ns since the epoch).
+// TAT returns the stored theoretical arrival time (ns since the epoch), or
+// gcra.Retired.
 func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
+
+// Retire moves the bucket to gcra.Retired if it is idle at now (TAT ≤ now:
+// full, so forgetting it changes no decision at now or later), and reports
+// whether it did. A retired bucket denies every finite request and never
+// changes again (see gcra.Retired): a keyed map retires a cell before it
+// removes it, so an admission racing with the removal either lands first,
+// and the CompareAndSwap here fails, or fails itself and finds the cell
+// retired.
+func (b *Bucket) Retire(now int64) bool {
+	old := b.tat.Load()
+	return int64(old) <= now && b.tat.CompareAndSwap(old, uint64(gcra.Retired))
+}
+
+// retireFrom retires the bucket if its state is still tat, idle or not
+// (eviction of an active key when a keyed map is full), and reports whether
+// it did.
+func (b *Bucket) retireFrom(tat int64) bool {
+	return tat != gcra.Retired && b.tat.CompareAndSwap(uint64(tat), uint64(gcra.Retired))
+}
+
+// IsRetired reports whether the bucket has been retired.
+func (b *Bucket) IsRetired() bool { return int64(b.tat.Load()) == gcra.Retired }
 
 // cacheLine is the size the padding assumes: 64 bytes on amd64 and most arm64
 // cores. (xsync and the runtime use the same figure.)

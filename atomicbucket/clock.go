@@ -1,6 +1,10 @@
 package atomicbucket
 
-import "github.com/atomiclimit/atomiclimit/internal/timebase"
+import (
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+)
 
 // A Clock tells the time; WithClock makes a Limiter read it. Implementations
 // must be safe for concurrent use. time.Now is the default's wall-clock
@@ -11,13 +15,23 @@ type Clock = timebase.Clock
 // WithCoarseClock selects.
 const CoarseTick = timebase.CoarseTick
 
-// An Option configures a Limiter.
+// An Option configures a Limiter or a Keyed limiter. The clock options apply
+// to both; WithMaxKeys, WithSweepInterval and WithShards to Keyed only (New
+// rejects them with ErrKeyedOption).
 type Option interface{ apply(*config) }
 
 type config struct {
 	clock  Clock
 	coarse bool
 	source *timebase.Source // tests only (export_test.go)
+
+	// Keyed only.
+	keyedOnly  string // the name of the first keyed-only option given
+	maxKeys    int
+	full       FullPolicy
+	sweepEvery time.Duration
+	sweepSet   bool
+	shards     int
 }
 
 type optionFunc func(*config)

@@ -25,5 +25,48 @@ func (r *Reservation) CancelReporting() bool {
 	if r.finished {
 		return false
 	}
-	return r.cancelAt(r.lim.src.Now())
+	return r.cancelAt(r.src.Now())
 }
+
+// WaitNWithTimer is Keyed.WaitN with a hand-fired timer.
+func (k *Keyed[K]) WaitNWithTimer(ctx context.Context, key K, n int, timer func(time.Duration) (<-chan time.Time, func() bool)) error {
+	return k.waitN(ctx, key, n, k.src.Now(), timer)
+}
+
+// SweeperRunning reports whether k's background sweeper goroutine is running.
+func (k *Keyed[K]) SweeperRunning() bool {
+	if k.ev.done == nil {
+		return false
+	}
+	select {
+	case <-k.ev.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Floor returns the keyed limiter's floor (ns since its epoch).
+func (k *Keyed[K]) Floor() int64 { return k.ev.floor.Load() }
+
+// RetireKey retires key's cell as the sweeper does at now (ns since the
+// epoch), without removing it from the map: the state a caller meets while a
+// sweeper is between its two steps.
+func (k *Keyed[K]) RetireKey(key K, now int64) bool {
+	c, ok := k.m.Load(key)
+	if !ok {
+		return false
+	}
+	k.ev.raiseFloor(now)
+	if c.Retire(now) {
+		k.ev.evicted.Add(1)
+		return true
+	}
+	return false
+}
+
+// Nanos converts t to k's time base.
+func (k *Keyed[K]) Nanos(t time.Time) int64 { return k.src.At(t) }
+
+// SweeperDone returns the channel closed when k's sweeper has stopped.
+func (k *Keyed[K]) SweeperDone() <-chan struct{} { return k.ev.done }

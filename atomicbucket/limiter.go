@@ -38,25 +38,34 @@ func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	l := &Limiter{}
-	switch {
-	case cfg.source != nil:
-		l.src = *cfg.source
-	case cfg.coarse:
-		src, release := timebase.Coarse()
-		l.src = src
-		// The ticker stops when the last coarse limiter is unreachable.
-		runtime.AddCleanup(l, func(release func()) { release() }, release)
-	case cfg.clock != nil:
-		l.src = timebase.FromClock(cfg.clock)
-	default:
-		l.src = timebase.Monotonic()
+	if cfg.keyedOnly != "" {
+		return nil, fmt.Errorf("%w: %s", ErrKeyedOption, cfg.keyedOnly)
 	}
-	if err := l.check(&p); err != nil {
+	l := &Limiter{}
+	l.src = newSource(&cfg, l)
+	if err := checkClock(&l.src, &p); err != nil {
 		return nil, err
 	}
 	l.params.Store(&p)
 	return l, nil
+}
+
+// newSource returns the clock the options chose. A coarse source holds a
+// reference on the process-wide ticker until owner is garbage collected.
+func newSource[T any](cfg *config, owner *T) timebase.Source {
+	switch {
+	case cfg.source != nil:
+		return *cfg.source
+	case cfg.coarse:
+		src, release := timebase.Coarse()
+		// The ticker stops when the last coarse limiter is unreachable.
+		runtime.AddCleanup(owner, func(release func()) { release() }, release)
+		return src
+	case cfg.clock != nil:
+		return timebase.FromClock(cfg.clock)
+	default:
+		return timebase.Monotonic()
+	}
 }
 
 // ErrCoarseTick is returned by New and SetLimit for a limiter on the coarse
@@ -64,9 +73,13 @@ func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
 // overflow between ticks and admit less than its rate (see WithCoarseClock).
 var ErrCoarseTick = errors.New("atomicbucket: (burst-1)·interval is shorter than the coarse clock's tick")
 
-// check rejects parameters the limiter's clock cannot serve exactly.
-func (l *Limiter) check(p *gcra.Params) error {
-	if !l.src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
+// ErrKeyedOption is returned by New for an option that only a Keyed limiter
+// takes.
+var ErrKeyedOption = errors.New("atomicbucket: option applies to keyed limiters only")
+
+// checkClock rejects parameters the clock cannot serve exactly.
+func checkClock(src *timebase.Source, p *gcra.Params) error {
+	if !src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
 		return nil
 	}
 	if room := time.Duration(p.Burst()-1) * p.Interval(); room < CoarseTick {
@@ -154,7 +167,7 @@ func (l *Limiter) SetLimit(limit gcra.Limit, burst int) error {
 	if err != nil {
 		return err
 	}
-	if err := l.check(&p); err != nil {
+	if err := checkClock(&l.src, &p); err != nil {
 		return err
 	}
 	l.params.Store(&p)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
 // A Reservation holds tokens that a Limiter has promised for a time that may
@@ -15,10 +16,11 @@ import (
 // the one its admission stored, so a copy cancelled later could refund a
 // newer reservation that happens to have stored the same state.
 type Reservation struct {
-	lim      *Limiter
-	params   *gcra.Params // the parameters it was admitted under
-	next     int64        // the state its admission stored
-	actAt    int64        // when its tokens are due, ns since the epoch
+	cell     *Bucket          // the bucket that holds its tokens
+	src      *timebase.Source // its limiter's clock
+	params   *gcra.Params     // the parameters it was admitted under
+	next     int64            // the state its admission stored
+	actAt    int64            // when its tokens are due, ns since the epoch
 	n        int
 	finished bool // cancelled, or nothing left to cancel
 }
@@ -46,46 +48,51 @@ func (l *Limiter) reservePtr(now int64, n int) (*Reservation, error) {
 	return &r, nil
 }
 
-// reserve admits n tokens due within maxWait ns of now (at most
-// gcra.MaxWait). A request that would wait longer fails with ErrDeadline.
 func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, error) {
-	p := l.params.Load()
+	return reserveOn(&l.cell.Bucket, l.params.Load(), &l.src, now, n, maxWait)
+}
+
+// reserveOn admits n tokens of b under p, due within maxWait ns of now (at
+// most gcra.MaxWait). A request that would wait longer fails with
+// ErrDeadline; one that can never pass fails with gcra.ErrInvalidN or
+// gcra.ErrExceedsBurst.
+func reserveOn(b *Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, error) {
 	if n < 1 {
 		return Reservation{}, fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
 	}
 	if n > p.Burst() {
 		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
 	}
-	next, wait, ok := l.cell.ReserveN(p, now, n, maxWait)
+	next, wait, ok := b.ReserveN(p, now, n, maxWait)
 	if !ok {
 		return Reservation{}, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
 	}
-	return Reservation{lim: l, params: p, next: next, actAt: now + wait, n: n}, nil
+	return Reservation{cell: b, src: src, params: p, next: next, actAt: now + wait, n: n}, nil
 }
 
 // Delay returns how long to wait before acting on the reservation: 0 if its
 // tokens were available at once.
 func (r *Reservation) Delay() time.Duration {
-	if r == nil || r.lim == nil {
+	if r == nil || r.cell == nil {
 		return 0
 	}
-	return max(time.Duration(r.actAt-r.lim.src.Now()), 0)
+	return max(time.Duration(r.actAt-r.src.Now()), 0)
 }
 
 // DelayFrom returns how long after now the reservation's tokens are due.
 func (r *Reservation) DelayFrom(now time.Time) time.Duration {
-	if r == nil || r.lim == nil {
+	if r == nil || r.cell == nil {
 		return 0
 	}
-	return max(time.Duration(r.actAt-r.lim.src.At(now)), 0)
+	return max(time.Duration(r.actAt-r.src.At(now)), 0)
 }
 
 // Cancel is shorthand for CancelAt(clock.Now()).
 func (r *Reservation) Cancel() {
-	if r == nil || r.finished || r.lim == nil {
+	if r == nil || r.finished || r.cell == nil {
 		return
 	}
-	r.cancelAt(r.lim.src.Now())
+	r.cancelAt(r.src.Now())
 }
 
 // CancelAt gives the reservation's tokens back, if they are not yet due at
@@ -95,10 +102,10 @@ func (r *Reservation) Cancel() {
 // The state never moves below now, so no tokens are minted for time that has
 // passed. A second CancelAt does nothing.
 func (r *Reservation) CancelAt(now time.Time) {
-	if r == nil || r.finished || r.lim == nil {
+	if r == nil || r.finished || r.cell == nil {
 		return
 	}
-	r.cancelAt(r.lim.src.At(now))
+	r.cancelAt(r.src.At(now))
 }
 
 func (r *Reservation) cancelAt(now int64) (refunded bool) {
@@ -106,5 +113,5 @@ func (r *Reservation) cancelAt(now int64) (refunded bool) {
 	if now > r.actAt {
 		return false // its tokens were due and are taken to be used
 	}
-	return r.lim.cell.Refund(r.params, now, r.next, r.n)
+	return r.cell.Refund(r.params, now, r.next, r.n)
 }

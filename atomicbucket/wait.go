@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
 // ErrDeadline is returned by Wait and WaitN, consuming nothing, when the
@@ -38,15 +40,23 @@ func newRealTimer(d time.Duration) (<-chan time.Time, func() bool) {
 }
 
 func (l *Limiter) waitN(ctx context.Context, n int, now int64, timer newTimer) error {
+	return waitFor(ctx, &l.src, now, timer, func(maxWait int64) (Reservation, error) {
+		return l.reserve(now, n, maxWait)
+	})
+}
+
+// waitFor reserves with reserve, giving it the longest wait ctx allows, and
+// waits for the reservation's tokens; see WaitN.
+func waitFor(ctx context.Context, src *timebase.Source, now int64, timer newTimer, reserve func(maxWait int64) (Reservation, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	maxWait := int64(math.MaxInt64)
 	if deadline, ok := ctx.Deadline(); ok {
 		// Both sides carry monotonic readings with the default clock.
-		maxWait = int64(deadline.Sub(l.src.Time(now)))
+		maxWait = int64(deadline.Sub(src.Time(now)))
 	}
-	r, err := l.reserve(now, n, maxWait)
+	r, err := reserve(maxWait)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,372 @@
+package atomicbucket
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+	"github.com/atomiclimit/atomiclimit/shardmap"
+)
+
+// A Keyed limiter holds one GCRA bucket per key (user, API key, client IP),
+// created on a key's first request and removed once the key is idle. Every
+// key has the semantics of a Limiter of its tier's limit. It is safe for
+// concurrent use.
+//
+// The hot path for a key already present is one lock-free map lookup, one
+// clock read, two pointer loads (the key's tier and its parameters), one load
+// of the bucket and, for an admission, one CompareAndSwap. It allocates
+// nothing. A new key costs one insertion (a lock on one MapOf bucket and two
+// small allocations).
+//
+// # Idle keys and exact eviction
+//
+// A key is idle when its TAT ≤ now: its bucket is full, so forgetting it
+// changes no later decision. The background sweeper (WithSweepInterval), Sweep,
+// and a full limiter making room remove idle keys in three steps:
+//
+//  1. first raise the floor to now: every cell created from now on starts
+//     with TAT = floor, so a key that is removed and comes back is never
+//     treated as fuller than it was, whatever time its requests carry;
+//  2. then retire the cell: CompareAndSwap its TAT from the idle value to
+//     gcra.Retired, which every decision denies without storing;
+//  3. then delete the map entry if it still holds that cell.
+//
+// An admission racing with the removal either stores first, so the retiring
+// CompareAndSwap fails and the key stays, or fails its own CompareAndSwap,
+// finds the cell retired, removes it from the map if it is still there, and
+// decides again on a fresh cell. Nothing admitted is lost or counted twice.
+type Keyed[K comparable] struct {
+	m   *shardmap.Map[K, *cell]
+	src timebase.Source
+	def *Tier // the default tier: SetLimit changes it
+	ev  *evictor[K]
+
+	tierFunc  atomic.Pointer[func(K) *Tier] // chooses a new key's tier; nil: def
+	overrides *xsync.MapOf[K, *Tier]        // SetKeyLimit's per-key tiers
+	setMu     sync.Mutex                    // serialises SetKeyLimit and ClearKeyLimit
+}
+
+// cell is one key's state: its bucket and its tier. 16 bytes.
+type cell struct {
+	Bucket
+	tier atomic.Pointer[Tier]
+}
+
+// params returns the parameters the cell's next decision uses.
+func (c *cell) params() *gcra.Params { return c.tier.Load().params.Load() }
+
+// ErrTooManyKeys is returned by the error-returning calls of a Keyed limiter
+// (Reserve, Wait) for a new key that a full limiter with RejectNew refuses.
+var ErrTooManyKeys = errors.New("atomicbucket: too many keys")
+
+// ErrInvalidMaxKeys is returned by NewKeyed for a negative key bound or an
+// unknown FullPolicy.
+var ErrInvalidMaxKeys = errors.New("atomicbucket: invalid key bound")
+
+// NewKeyed returns a Keyed limiter whose keys get limit and burst unless a
+// tier says otherwise. It takes the clock options of New and WithMaxKeys,
+// WithSweepInterval and WithShards. Unless WithSweepInterval(0) is given, it
+// starts a background sweeper; Close stops it, and so does the garbage
+// collector once the limiter is unreachable.
+func NewKeyed[K comparable](limit gcra.Limit, burst int, opts ...Option) (*Keyed[K], error) {
+	cfg := config{sweepEvery: DefaultSweepInterval}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.maxKeys < 0 || cfg.full > EvictStalest {
+		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v)", ErrInvalidMaxKeys, cfg.maxKeys, cfg.full)
+	}
+	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
+	k.src = newSource(&cfg, k)
+	def, err := newTier(k.src, limit, burst)
+	if err != nil {
+		return nil, err
+	}
+	k.def = def
+	mapOpts := []shardmap.Option{shardmap.WithLimit(cfg.maxKeys)}
+	if cfg.shards > 0 {
+		mapOpts = append(mapOpts, shardmap.WithShards(cfg.shards))
+	}
+	k.m = shardmap.New[K, *cell](mapOpts...)
+	k.ev = newEvictor(k.m, k.src, cfg.full)
+	if cfg.sweepEvery > 0 {
+		k.ev.start(cfg.sweepEvery)
+		stopWhenUnreachable(k, k.ev)
+	}
+	return k, nil
+}
+
+// Allow reports whether key may have one event now, and consumes a token if
+// so. Allow is shorthand for AllowN(key, clock.Now(), 1).
+func (k *Keyed[K]) Allow(key K) bool { return k.allow(key, k.src.Now(), 1) }
+
+// AllowN reports whether key may have n events at now, and consumes n tokens
+// if so. n < 1 and n > burst are denied.
+func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
+	return k.allow(key, k.src.At(now), n)
+}
+
+func (k *Keyed[K]) allow(key K, now int64, n int) bool {
+	if c, ok := k.m.Load(key); ok {
+		if c.AllowN(c.params(), now, n) {
+			return true
+		}
+		if !c.IsRetired() {
+			return false // a plain denial: nothing was written
+		}
+	}
+	for {
+		c := k.cellFor(key, now)
+		if c == nil {
+			return false // full, and RejectNew
+		}
+		if c.AllowN(c.params(), now, n) {
+			return true
+		}
+		if !c.IsRetired() {
+			return false
+		}
+	}
+}
+
+// Decide is Allow for n tokens with the whole decision. Decide is shorthand
+// for DecideAt(key, clock.Now(), n). A new key refused by a full limiter gets
+// Allowed false, Remaining 0 and, as RetryAfter, its tier's B·T: by then every
+// key that has stopped is idle and can be removed.
+func (k *Keyed[K]) Decide(key K, n int) gcra.Decision { return k.decide(key, k.src.Now(), n) }
+
+// DecideAt is Decide at the given time.
+func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
+	return k.decide(key, k.src.At(now), n)
+}
+
+func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
+	for {
+		c := k.cellFor(key, now)
+		if c == nil {
+			return k.refused(key)
+		}
+		d := c.DecideN(c.params(), now, n)
+		if d.Allowed || !c.IsRetired() {
+			return d
+		}
+	}
+}
+
+func (k *Keyed[K]) refused(key K) gcra.Decision {
+	return gcra.Decision{RetryAfter: k.tierFor(key).params.Load().Span()}
+}
+
+// Peek returns the decision Decide(key, n) would make now, consuming nothing
+// and creating no key. Peek is shorthand for PeekAt(key, clock.Now(), n).
+func (k *Keyed[K]) Peek(key K, n int) gcra.Decision { return k.peek(key, k.src.Now(), n) }
+
+// PeekAt is Peek at the given time.
+func (k *Keyed[K]) PeekAt(key K, now time.Time, n int) gcra.Decision {
+	return k.peek(key, k.src.At(now), n)
+}
+
+func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
+	tat, p := k.current(key)
+	_, d := p.Decide(tat, now, n)
+	return d
+}
+
+// Tokens returns the number of tokens key has now. Tokens is shorthand for
+// TokensAt(key, clock.Now()).
+func (k *Keyed[K]) Tokens(key K) int { return k.tokens(key, k.src.Now()) }
+
+// TokensAt returns the number of tokens key has at now: what a request at
+// that instant could take.
+func (k *Keyed[K]) TokensAt(key K, now time.Time) int { return k.tokens(key, k.src.At(now)) }
+
+func (k *Keyed[K]) tokens(key K, now int64) int {
+	tat, p := k.current(key)
+	return p.State(tat, now).Remaining
+}
+
+// current returns key's state and parameters without creating the key: those
+// of its live cell, or those a new cell would start with (the floor, and the
+// tier tierFor chooses).
+func (k *Keyed[K]) current(key K) (tat int64, p *gcra.Params) {
+	if c, ok := k.m.Load(key); ok {
+		if tat := c.TAT(); !gcra.IsRetired(tat) {
+			return tat, c.params()
+		}
+	}
+	return k.ev.floor.Load(), k.tierFor(key).params.Load()
+}
+
+// cellFor returns key's live cell, creating it if needed, or nil if the
+// limiter is full and refuses the key. It never returns a retired cell.
+func (k *Keyed[K]) cellFor(key K, now int64) *cell {
+	for attempt := 0; ; attempt++ {
+		c, _, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key) })
+		if err == nil {
+			if !c.IsRetired() {
+				return c
+			}
+			// Being removed: finish the removal for whoever retired it, then
+			// look again (the next LoadOrCreate creates a fresh cell).
+			k.m.CompareAndDelete(key, c)
+			continue
+		}
+		// Full. Make room, and try again; give up when nothing can be
+		// removed, or after rounds lost to other new keys taking the room.
+		if attempt >= maxRoomRounds || !k.ev.makeRoom(now) {
+			k.ev.rejected.Add(1)
+			return nil
+		}
+	}
+}
+
+// maxRoomRounds bounds how often one request makes room and then loses the
+// room to another new key, so that no request spins for ever.
+const maxRoomRounds = 64
+
+// newCell runs under the lock of key's map bucket, once per insertion.
+func (k *Keyed[K]) newCell(key K) *cell {
+	c := &cell{}
+	// The floor: at least the TAT of any cell a sweeper retired as idle. Read
+	// here, after the removal of such a cell for this key (which took the same
+	// bucket lock), so the sweeper's raise of the floor is visible.
+	c.tat.Store(uint64(k.ev.floor.Load()))
+	c.tier.Store(k.tierFor(key))
+	k.ev.created.Add(1)
+	return c
+}
+
+// tierFor returns the tier a new cell for key gets: its own limit from
+// SetKeyLimit, else the tier function's choice, else the default.
+func (k *Keyed[K]) tierFor(key K) *Tier {
+	if t, ok := k.overrides.Load(key); ok {
+		return t
+	}
+	if f := k.tierFunc.Load(); f != nil {
+		if t := (*f)(key); t != nil {
+			return t
+		}
+	}
+	return k.def
+}
+
+// SetLimit changes the default tier's limit and burst: every key on the
+// default tier, present or future, is decided under it from its next decision
+// on. It returns the same errors as New and changes nothing on error.
+func (k *Keyed[K]) SetLimit(limit gcra.Limit, burst int) error {
+	return k.def.SetLimit(limit, burst)
+}
+
+// Params returns the default tier's parameters.
+func (k *Keyed[K]) Params() *gcra.Params { return k.def.params.Load() }
+
+// NewTier returns a tier for this limiter's keys (see SetTierFunc). It
+// returns the same errors as New.
+func (k *Keyed[K]) NewTier(limit gcra.Limit, burst int) (*Tier, error) {
+	return newTier(k.src, limit, burst)
+}
+
+// SetTierFunc makes f choose the tier of each key created from now on (nil,
+// or f returning nil: the default tier). f runs once per new key, under a
+// lock of the key's map bucket: it must be quick and must not use the
+// limiter. Keys already present keep their tier.
+func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
+	if f == nil {
+		k.tierFunc.Store(nil)
+		return
+	}
+	k.tierFunc.Store(&f)
+}
+
+// SetKeyLimit gives key its own limit and burst, whether or not the key is
+// present; it survives the key's removal while idle. It returns the same
+// errors as New and changes nothing on error.
+func (k *Keyed[K]) SetKeyLimit(key K, limit gcra.Limit, burst int) error {
+	t, err := newTier(k.src, limit, burst)
+	if err != nil {
+		return err
+	}
+	k.setMu.Lock()
+	defer k.setMu.Unlock()
+	// First record the override, so that a cell created from now on reads
+	// it; then update the cell that may already exist. A cell created
+	// between the two steps read the override already.
+	k.overrides.Store(key, t)
+	k.retier(key)
+	return nil
+}
+
+// ClearKeyLimit removes key's own limit: the key returns to the tier the tier
+// function (or the default) chooses.
+func (k *Keyed[K]) ClearKeyLimit(key K) {
+	k.setMu.Lock()
+	defer k.setMu.Unlock()
+	k.overrides.Delete(key)
+	k.retier(key)
+}
+
+// retier points key's cell at tierFor(key). Requires setMu.
+//
+// It goes through LoadOrCreate, not Load: a cell whose creation read the old
+// tier may be inserted just after a Load misses it. LoadOrCreate takes the
+// lock of the key's map bucket, which that creation holds until it inserts,
+// so either it finds that cell or it creates one itself (reading the new
+// tier). If the limiter is full the key stays absent, and its creation later
+// reads the new tier.
+func (k *Keyed[K]) retier(key K) {
+	c, loaded, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key) })
+	if err == nil && loaded {
+		c.tier.Store(k.tierFor(key))
+	}
+}
+
+// Len returns the number of keys held.
+func (k *Keyed[K]) Len() int { return k.m.Len() }
+
+// String describes the default tier, e.g. "100/1s burst 10".
+func (k *Keyed[K]) String() string { return paramsString(k.def.params.Load()) }
+
+func paramsString(p *gcra.Params) string {
+	return fmt.Sprintf("%v burst %d", p.Limit(), p.Burst())
+}
+
+// Sweep removes every key that is idle now and returns how many it removed.
+// Sweep is shorthand for SweepAt(clock.Now()).
+func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
+
+// SweepAt removes every key idle at now (TAT ≤ now), one shard at a time,
+// and returns how many it removed. It takes no global lock: decisions on
+// other keys, and on the same keys, go on meanwhile.
+func (k *Keyed[K]) SweepAt(now time.Time) int { return k.ev.sweep(k.src.At(now)) }
+
+// Close stops the background sweeper and waits until it has stopped. The
+// limiter keeps working; idle keys are then removed only by Sweep and when
+// the limiter is full. Close is idempotent.
+func (k *Keyed[K]) Close() { k.ev.close() }
+
+// KeyedStats counts what a Keyed limiter has done since it was created.
+type KeyedStats struct {
+	Keys          int    // keys held now
+	Created       uint64 // cells created for new keys
+	Evicted       uint64 // idle keys removed (sweeps, and room made when full)
+	EvictedActive uint64 // keys removed before they were idle (EvictStalest)
+	Rejected      uint64 // requests for new keys refused because the limiter was full
+}
+
+// Stats returns the limiter's counters.
+func (k *Keyed[K]) Stats() KeyedStats {
+	return KeyedStats{
+		Keys:          k.m.Len(),
+		Created:       k.ev.created.Load(),
+		Evicted:       k.ev.evicted.Load(),
+		EvictedActive: k.ev.evictedActive.Load(),
+		Rejected:      k.ev.rejected.Load(),
+	}
+}

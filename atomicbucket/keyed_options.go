@@ -1,0 +1,72 @@
+package atomicbucket
+
+import "time"
+
+// A FullPolicy says what a Keyed limiter with a key bound does with a request
+// for a new key when it holds the bound and no key is idle.
+type FullPolicy uint8
+
+const (
+	// RejectNew denies requests for new keys until a key becomes idle and is
+	// removed. Keys already present are unaffected: no key ever loses its
+	// state, so no key is ever admitted beyond its limit.
+	RejectNew FullPolicy = iota
+	// EvictStalest removes the keys closest to idle (smallest TAT), a batch of
+	// 1/16 of one shard at a time, to make room. An evicted key that was not
+	// idle loses its debt: its next request finds a full bucket, so it may be
+	// admitted up to B more than its limit allows. Choose it when forgetting
+	// a key is better than refusing a new one (Stats counts such evictions in
+	// EvictedActive).
+	EvictStalest
+)
+
+func (p FullPolicy) String() string {
+	switch p {
+	case RejectNew:
+		return "reject-new"
+	case EvictStalest:
+		return "evict-stalest"
+	}
+	return "FullPolicy(?)"
+}
+
+// DefaultSweepInterval is how long the background sweeper of a Keyed limiter
+// takes for one pass over every key, unless WithSweepInterval says otherwise.
+const DefaultSweepInterval = time.Minute
+
+// WithMaxKeys bounds a Keyed limiter to n keys (n = 0: no bound). When it
+// holds n keys and a request comes for a new one, it first removes idle keys
+// (one shard's worth), then applies policy.
+func WithMaxKeys(n int, policy FullPolicy) Option {
+	return optionFunc(func(cfg *config) {
+		cfg.maxKeys, cfg.full = n, policy
+		cfg.keyedOnlyOption("WithMaxKeys")
+	})
+}
+
+// WithSweepInterval sets how long the background sweeper takes for one pass
+// over every key: it wakes every d/shards and sweeps one shard, removing the
+// keys that are idle (TAT ≤ now, a full bucket). d ≤ 0 starts no sweeper; Sweep
+// still removes idle keys on demand.
+func WithSweepInterval(d time.Duration) Option {
+	return optionFunc(func(cfg *config) {
+		cfg.sweepEvery = d
+		cfg.sweepSet = true
+		cfg.keyedOnlyOption("WithSweepInterval")
+	})
+}
+
+// WithShards sets the number of shards of a Keyed limiter's map (rounded up
+// to a power of two; default shardmap.DefaultShards).
+func WithShards(n int) Option {
+	return optionFunc(func(cfg *config) {
+		cfg.shards = n
+		cfg.keyedOnlyOption("WithShards")
+	})
+}
+
+func (cfg *config) keyedOnlyOption(name string) {
+	if cfg.keyedOnly == "" {
+		cfg.keyedOnly = name
+	}
+}

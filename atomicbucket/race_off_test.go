@@ -1,0 +1,5 @@
+//go:build !race
+
+package atomicbucket_test
+
+const raceEnabled = false
