@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/atomicbucket"
@@ -75,4 +76,44 @@ func ExampleNew_errors() {
 	// Output:
 	// true gcra: invalid limit: 0 events per period
 	// true gcra: invalid burst: 0 (must be at least 1; 1 means no burst)
+}
+
+// Free users get 2 requests in a burst, premium ones 5. The tier is chosen
+// once, when a key is first seen.
+func ExampleKeyed_SetTierFunc() {
+	lim, _ := atomicbucket.NewKeyed[string](gcra.PerMinute(60), 2)
+	defer lim.Close()
+	premium, _ := lim.NewTier(gcra.PerMinute(60), 5)
+	lim.SetTierFunc(func(user string) *atomicbucket.Tier {
+		if strings.HasPrefix(user, "pro:") {
+			return premium
+		}
+		return nil // the default tier
+	})
+	t0 := time.Now()
+	for _, user := range []string{"ann", "pro:bea"} {
+		n := 0
+		for lim.AllowN(user, t0, 1) {
+			n++
+		}
+		fmt.Println(user, n)
+	}
+	// Output:
+	// ann 2
+	// pro:bea 5
+}
+
+// An idle key (its bucket full again) is removed by the sweeper, or by
+// Sweep; nothing about its limit is lost, because a full bucket is what a new
+// key starts with.
+func ExampleKeyed_SweepAt() {
+	lim, _ := atomicbucket.NewKeyed[int](gcra.PerSecond(10), 5, atomicbucket.WithSweepInterval(0))
+	t0 := time.Now()
+	lim.AllowN(1, t0, 5) // drained: full again 500 ms later
+	lim.AllowN(2, t0, 1) // full again 100 ms later
+	fmt.Println(lim.Len(), lim.SweepAt(t0.Add(200*time.Millisecond)), lim.Len())
+	fmt.Println(lim.SweepAt(t0.Add(time.Second)), lim.Len())
+	// Output:
+	// 2 1 1
+	// 1 0
 }

@@ -115,13 +115,25 @@ func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
 
 func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 	if c, ok := k.m.Load(key); ok {
-		if c.AllowN(c.params(), now, n) {
-			return true
+		// Bucket.AllowN by hand, so that its first attempt inlines here.
+		p := c.params()
+		if p.IsUnlimited() {
+			return n >= 1 // writes nothing
 		}
-		if !c.IsRetired() {
-			return false // a plain denial: nothing was written
+		ok, settled := c.tryAllowN(p, now, n)
+		if !settled {
+			ok = c.allowContended(p, now, n)
+		}
+		// A retired cell denies everything: only a denial needs the check.
+		if ok || !c.IsRetired() {
+			return ok
 		}
 	}
+	return k.allowSlow(key, now, n)
+}
+
+// allowSlow is allow for a key that is absent or whose cell was retired.
+func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {

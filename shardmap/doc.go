@@ -5,8 +5,8 @@
 //
 // It knows nothing of rate limiting. What it offers beyond a plain MapOf:
 //
-//   - Load is lock-free and allocation-free: one hash to pick the shard, then
-//     MapOf.Load (which hashes again with the same function).
+//   - Load is lock-free and allocation-free: one hash (hash/maphash, seeded
+//     per map) to pick the shard, then MapOf.Load, which hashes with its own.
 //   - LoadOrCreate runs its constructor at most once per key, even when many
 //     goroutines miss on the same key at once.
 //   - An optional size bound: LoadOrCreate returns ErrFull instead of growing
@@ -16,6 +16,6 @@
 //
 // Why shards: an xsync MapOf grows by copying its whole table while writers
 // wait. Split into S shards, each copy moves a 1/S share and holds up only the
-// writers of that shard. The shard is picked by the top bits of the hash and
-// MapOf picks its bucket by the low bits, so the two choices stay independent.
+// writers of that shard. The shard is picked by the top bits of a hash that
+// MapOf does not use, so the keys of one shard spread over its buckets.
 package shardmap

@@ -48,12 +48,10 @@ func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
 	if cfg.presize > 0 {
 		mapOpts = append(mapOpts, xsync.WithPresize((cfg.presize+n-1)/n))
 	}
-	seed := m.seed
-	hash := func(k K, _ uint64) uint64 { return maphash.Comparable(seed, k) }
 	for i := range m.shards {
-		// Every shard hashes with the map's function and seed: MapOf takes its
-		// bucket from the low bits, the shard was chosen by the top ones.
-		m.shards[i] = xsync.NewMapOfWithHasher[K, V](hash, mapOpts...)
+		// Each shard hashes keys with MapOf's own seeded hash, independent of
+		// the one that chose the shard.
+		m.shards[i] = xsync.NewMapOf[K, V](mapOpts...)
 	}
 	return m
 }
