@@ -15,7 +15,7 @@ func TestRetiredDeniesEverything(t *testing.T) {
 		burst int
 	}{
 		{Every(time.Nanosecond), 1},
-		{Every(time.Nanosecond), 1 << 40},
+		{Every(time.Nanosecond), 1 << 30},
 		{PerSecond(10), 1},
 		{PerSecond(10), 100},
 		{Every(MaxSpan), 1},
