@@ -111,6 +111,9 @@ func (e *evictor[K]) makeRoom(now int64) bool {
 // evictStalest retires the sixteenth of shard i's cells with the smallest
 // TAT (at least one), idle or not, and returns how many it removed.
 func (e *evictor[K]) evictStalest(i int, now int64) int {
+	// Some of the cells it retires may be idle: the floor must cover them
+	// (see raiseFloor). Active ones lose their debt, as EvictStalest says.
+	e.raiseFloor(now)
 	var tats []int64
 	e.m.RangeShard(i, func(_ K, c *cell) bool {
 		if t := c.TAT(); t != gcra.Retired {

@@ -356,6 +356,12 @@ func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
 // SweepAt removes every key idle at now (TAT ≤ now), one shard at a time,
 // and returns how many it removed. It takes no global lock: decisions on
 // other keys, and on the same keys, go on meanwhile.
+//
+// Keys created after a sweep start at the latest time a sweep used (the
+// floor), so that a request stamped before the sweep is never decided on a
+// fuller bucket than the one removed. A now ahead of the times the decisions
+// get therefore makes new keys start in debt: with explicit times, sweep at
+// times the requests have reached.
 func (k *Keyed[K]) SweepAt(now time.Time) int { return k.ev.sweep(k.src.At(now)) }
 
 // Close stops the background sweeper and waits until it has stopped. The

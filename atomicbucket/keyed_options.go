@@ -34,9 +34,11 @@ func (p FullPolicy) String() string {
 // takes for one pass over every key, unless WithSweepInterval says otherwise.
 const DefaultSweepInterval = time.Minute
 
-// WithMaxKeys bounds a Keyed limiter to n keys (n = 0: no bound). When it
-// holds n keys and a request comes for a new one, it first removes idle keys
-// (one shard's worth), then applies policy.
+// WithMaxKeys bounds a Keyed limiter to n keys (n = 0: no bound), exactly,
+// under any concurrency. When it holds n keys and a request comes for a new
+// one, it first removes idle keys: it sweeps shards until one yields an idle
+// key or all have been swept (a scan that finds none is not repeated for
+// 10 ms). Only if no key is idle does policy decide.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.maxKeys, cfg.full = n, policy
