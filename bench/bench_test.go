@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// The scenarios, each run for every implementation that has the form it
+// needs, with benchstat-friendly names (scenario/…/impl=name). Each reports
+// allowed/op, the share of calls the implementation admitted, so that one
+// that errors or decides differently shows.
+//
+// The main program runs them (go run . in this directory); by hand:
+//
+//	go test -run='^$' -bench=. -count=5 > raw.txt && benchstat -col /impl raw.txt
+
+// keysCount is the number of pre-built keys of the keyed scenarios; the
+// main program's quick mode lowers it with -keys.
+var keysCount = 1_000_000
+
+func init() {
+	if v, err := strconv.Atoi(os.Getenv("ATOMICLIMIT_BENCH_KEYS")); err == nil && v > 0 {
+		keysCount = v
+	}
+}
+
+var (
+	fixtureOnce sync.Once
+	keyNames    []string // "user-0000000" …
+	newKeyNames []string // "new-0000000" …, never in a fixture
+	uniformSeq  []uint32
+	zipfSeq     []uint32
+	keyedCache  = map[string]keyed{}
+)
+
+func buildKeys() {
+	fixtureOnce.Do(func() {
+		keyNames = make([]string, keysCount)
+		newKeyNames = make([]string, keysCount)
+		for i := range keyNames {
+			keyNames[i] = fmt.Sprintf("user-%07d", i)
+			newKeyNames[i] = fmt.Sprintf("new-%07d", i)
+		}
+		const seqLen = 1 << 22
+		rng := rand.New(rand.NewPCG(1, 2))
+		uniformSeq = make([]uint32, seqLen)
+		for i := range uniformSeq {
+			uniformSeq[i] = uint32(rng.IntN(keysCount))
+		}
+		z := rand.NewZipf(rand.New(rand.NewPCG(3, 4)), 1.1, 1, uint64(keysCount-1))
+		zipfSeq = make([]uint32, seqLen)
+		for i := range zipfSeq {
+			zipfSeq[i] = uint32(z.Uint64() * 7919 % uint64(keysCount))
+		}
+	})
+}
+
+// filled returns p's keyed limiter holding every key, built once per process.
+func filled(p peer) keyed {
+	buildKeys()
+	if k, ok := keyedCache[p.name]; ok {
+		return k
+	}
+	k := p.keyed(admitAll)
+	for _, key := range keyNames {
+		k.allow(key)
+	}
+	keyedCache[p.name] = k
+	return k
+}
+
+func report(b *testing.B, allowed int64) {
+	b.ReportMetric(float64(allowed)/float64(b.N), "allowed/op")
+}
+
+func BenchmarkSerial(b *testing.B) {
+	for _, p := range peers {
+		if p.single == nil {
+			continue
+		}
+		b.Run("impl="+p.name, func(b *testing.B) {
+			l := p.single(admitAll)
+			var allowed int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if l.allow() {
+					allowed++
+				}
+			}
+			report(b, allowed)
+		})
+	}
+}
+
+func BenchmarkHotKey(b *testing.B) {
+	for _, p := range peers {
+		if p.single == nil {
+			continue
+		}
+		b.Run("impl="+p.name, func(b *testing.B) {
+			l := p.single(admitAll)
+			var allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var n int64
+				for pb.Next() {
+					if l.allow() {
+						n++
+					}
+				}
+				allowed.Add(n)
+			})
+			report(b, allowed.Load())
+		})
+	}
+}
+
+// BenchmarkDeny: one call per hour, spent before the timer starts; every
+// call is a denial. (uber/ratelimit blocks instead of denying: not run.)
+func BenchmarkDeny(b *testing.B) {
+	for _, p := range peers {
+		if p.single == nil || p.name == "uber/ratelimit" || p.name == "floor" {
+			continue
+		}
+		b.Run("impl="+p.name, func(b *testing.B) {
+			l := p.single(denyAfterOne)
+			if !l.allow() {
+				b.Fatal("the first call was denied")
+			}
+			var allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var n int64
+				for pb.Next() {
+					if l.allow() {
+						n++
+					}
+				}
+				allowed.Add(n)
+			})
+			report(b, allowed.Load())
+		})
+	}
+}
+
+func BenchmarkKeys(b *testing.B) {
+	buildKeys()
+	for _, dist := range []struct {
+		name string
+		seq  []uint32
+	}{{"uniform", uniformSeq}, {"zipf", zipfSeq}} {
+		for _, p := range peers {
+			if p.keyed == nil {
+				continue
+			}
+			b.Run(fmt.Sprintf("dist=%s/keys=%d/impl=%s", dist.name, keysCount, p.name), func(b *testing.B) {
+				k := filled(p)
+				seq := dist.seq
+				var start, allowed atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(start.Add(1) * 104729)
+					var n int64
+					for pb.Next() {
+						if k.allow(keyNames[seq[i&(len(seq)-1)]]) {
+							n++
+						}
+						i++
+					}
+					allowed.Add(n)
+				})
+				report(b, allowed.Load())
+			})
+		}
+	}
+}
+
+// BenchmarkInsert: every call is a key the limiter has not seen. A fresh
+// limiter takes over (off the clock) when the pre-built new keys run out.
+func BenchmarkInsert(b *testing.B) {
+	buildKeys()
+	for _, p := range peers {
+		if p.keyed == nil {
+			continue
+		}
+		b.Run("impl="+p.name, func(b *testing.B) {
+			k := p.keyed(admitAll)
+			var allowed int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				j := i % len(newKeyNames)
+				if j == 0 && i > 0 {
+					b.StopTimer()
+					k.close()
+					k = p.keyed(admitAll)
+					b.StartTimer()
+				}
+				if k.allow(newKeyNames[j]) {
+					allowed++
+				}
+			}
+			b.StopTimer()
+			k.close()
+			report(b, allowed)
+		})
+	}
+}
+
+// BenchmarkMemory reports the heap bytes per key of each keyed
+// implementation holding keysCount keys, excluding the keys' own bytes (the
+// strings are built before the first reading). It ignores b.N: run it with
+// -benchtime=1x.
+func BenchmarkMemory(b *testing.B) {
+	buildKeys()
+	for _, p := range peers {
+		if p.keyed == nil {
+			continue
+		}
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.name), func(b *testing.B) {
+			var perKey float64
+			for range b.N {
+				before := heapAlloc()
+				k := p.keyed(admitAll)
+				for _, key := range newKeyNames {
+					k.allow(key)
+				}
+				after := heapAlloc()
+				runtime.KeepAlive(k)
+				k.close()
+				perKey = float64(after-before) / float64(len(newKeyNames))
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
+}
+
+func heapAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}

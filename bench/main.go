@@ -1,0 +1,152 @@
+// Command bench compares atomiclimit with the Go rate limiters people use,
+// side by side on identical scenarios, and writes BENCHMARKS.md and charts.
+//
+//	go -C bench run .           # the full comparison, under 10 minutes on 2 cores
+//	go -C bench run . -quick    # one short pass (CI), under a minute
+//
+// It runs this package's benchmarks with go test (statistics by benchstat's
+// own packages, and benchstat's table in the report), then, in process, the
+// latency percentiles of single decisions under contention and the accuracy
+// of each algorithm under a virtual clock.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type options struct {
+	quick     bool
+	count     int
+	benchtime string
+	keys      int
+	out       string
+	latCalls  int
+}
+
+func main() {
+	var o options
+	flag.BoolVar(&o.quick, "quick", false, "one short pass: 100k keys, one count, short benchtime (CI)")
+	flag.IntVar(&o.count, "count", 6, "runs of each benchmark (medians are reported; benchstat needs 6 for a 95% interval)")
+	flag.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime for each run")
+	flag.IntVar(&o.keys, "keys", 1_000_000, "keys in the keyed scenarios")
+	flag.StringVar(&o.out, "out", ".", "directory for BENCHMARKS.md, charts/ and raw/")
+	flag.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
+	flag.Parse()
+	if o.quick {
+		o.count, o.benchtime, o.keys, o.latCalls = 1, "30ms", 100_000, 40_000
+	}
+	start := time.Now()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "done in %v; report: %s\n", time.Since(start).Round(time.Second), filepath.Join(o.out, "BENCHMARKS.md"))
+}
+
+func run(o options) error {
+	for _, dir := range []string{o.out, filepath.Join(o.out, "charts"), filepath.Join(o.out, "raw")} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	rawPath := filepath.Join(o.out, "raw", "bench.txt")
+	memPath := filepath.Join(o.out, "raw", "memory.txt")
+	total := countBenchmarks()
+	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
+	if err := goTest(o, rawPath, "Serial|HotKey|Deny|Keys|Insert", o.benchtime, o.count, total); err != nil {
+		return err
+	}
+	memCount := max(1, min(o.count, 3))
+	fmt.Fprintf(os.Stderr, "[2/4] heap per key: %d implementations × %d runs\n", countMemory(), memCount)
+	if err := goTest(o, memPath, "Memory", "1x", memCount, countMemory()); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions under contention: %d timed calls per implementation\n", o.latCalls)
+	lat := measureLatency(o.latCalls)
+	fmt.Fprintln(os.Stderr, "[4/4] accuracy under a virtual clock, then the report")
+	acc := measureAccuracy()
+	res, err := readResults(rawPath, memPath)
+	if err != nil {
+		return err
+	}
+	stat, err := benchstatTable(rawPath)
+	if err != nil {
+		stat = "benchstat failed: " + err.Error()
+	}
+	charts, err := drawCharts(o.out, res, lat, acc)
+	if err != nil {
+		return err
+	}
+	return writeReport(o, res, lat, acc, stat, charts)
+}
+
+// goTest runs the benchmarks matching pattern in this package and writes
+// their output to path, printing each result line as a progress step.
+func goTest(o options, path, pattern, benchtime string, count, perCount int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	cmd := exec.Command("go", "test", "-run=^$", "-bench="+pattern, "-benchtime="+benchtime,
+		fmt.Sprintf("-count=%d", count), "-timeout=60m", ".")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ATOMICLIMIT_BENCH_KEYS=%d", o.keys))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done, all := 0, perCount*count
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(f, line)
+		if strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t") {
+			done++
+			fields := strings.Fields(line)
+			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, strings.TrimSuffix(fields[0], fmt.Sprintf("-%d", runtime.GOMAXPROCS(0))), fields[2], fields[3])
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("go test -bench=%s: %w", pattern, err)
+	}
+	return nil
+}
+
+// countBenchmarks returns the number of sub-benchmarks one count runs.
+func countBenchmarks() int {
+	n := 0
+	for _, p := range peers {
+		if p.single != nil {
+			n += 2 // Serial, HotKey
+			if p.name != "uber/ratelimit" && p.name != "floor" {
+				n++ // Deny
+			}
+		}
+		if p.keyed != nil {
+			n += 3 // Keys uniform, Keys zipf, Insert
+		}
+	}
+	return n
+}
+
+func countMemory() int {
+	n := 0
+	for _, p := range peers {
+		if p.keyed != nil {
+			n++
+		}
+	}
+	return n
+}

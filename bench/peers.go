@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/juju/ratelimit"
+	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/sethvargo/go-limiter/memorystore"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
+	ulule "github.com/ulule/limiter/v3"
+	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
+	uber "go.uber.org/ratelimit"
+	"golang.org/x/time/rate"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A setting is the limit every implementation is given in one scenario: n
+// events per period with a burst (bucket capacity) of burst.
+type setting struct {
+	n      int
+	period time.Duration
+	burst  int
+}
+
+var (
+	// admitAll admits every call of a benchmark: a billion per second, with
+	// a burst far above any run's calls per key.
+	admitAll = setting{n: 1_000_000_000, period: time.Second, burst: 1 << 30}
+	// denyAfterOne admits one call per hour: drained by one call, then every
+	// call is denied.
+	denyAfterOne = setting{n: 1, period: time.Hour, burst: 1}
+)
+
+func (s setting) perSecond() float64 { return float64(s.n) / s.period.Seconds() }
+
+// single is a limiter for one key.
+type single interface{ allow() bool }
+
+// keyed is a limiter with a bucket per key.
+type keyed interface {
+	allow(key string) bool
+	close()
+}
+
+// A peer is one implementation under comparison. Its constructors are nil
+// for the forms it does not have.
+type peer struct {
+	name   string
+	note   string // how it is configured to do the same work
+	single func(setting) single
+	keyed  func(setting) keyed
+}
+
+// peers lists every implementation, ours first, then the floors.
+var peers = []peer{
+	{
+		name:   "atomiclimit",
+		note:   "`atomicbucket.Limiter` / `Keyed[string]` (GCRA, one atomic word per key), default monotonic clock, idle-key sweeper on",
+		single: func(s setting) single { return ourSingle{must(atomicbucket.New(ourLimit(s), s.burst))} },
+		keyed: func(s setting) keyed {
+			return ourKeyed{must(atomicbucket.NewKeyed[string](ourLimit(s), s.burst))}
+		},
+	},
+	{
+		name:   "x/time/rate",
+		note:   "`rate.NewLimiter(n/period, burst)`, `Allow()`; keyed: one limiter per key in a `sync.Map` (Load, then LoadOrStore on a miss), never evicted",
+		single: func(s setting) single { return xrate{rate.NewLimiter(rate.Limit(s.perSecond()), s.burst)} },
+		keyed:  func(s setting) keyed { return &xrateMap{s: s} },
+	},
+	{
+		name: "uber/ratelimit",
+		note: "`ratelimit.New(n/s, WithSlack(burst−1))`, `Take()`: a pacer that blocks instead of denying, so only the admitted paths apply; no keyed form",
+		single: func(s setting) single {
+			return uberPacer{uber.New(int(s.perSecond()), uber.WithSlack(min(s.burst-1, 1<<20)))}
+		},
+	},
+	{
+		name: "throttled",
+		note: "`throttled/v2` GCRA with `memstore` (a map under a mutex, no eviction at maxKeys 0), `MaxBurst = burst−1` (its burst counts beyond the first)",
+		single: func(s setting) single {
+			return throttledOne{throttledKeyed(s), "k"}
+		},
+		keyed: func(s setting) keyed { return throttledKeyed(s) },
+	},
+	{
+		name: "go-limiter",
+		note: "`sethvargo/go-limiter` `memorystore` with `Tokens = burst` per `Interval = burst·period/n`: it refills all tokens at each interval (a fixed window), sweeper every 6 h. Its refill is min(ticks·interval/tokens, tokens), a whole refill only when interval/tokens ≥ tokens (ns): the admit-all scenarios therefore use a 1 h interval, in which it never refills and its 2^30 initial tokens admit every call",
+		single: func(s setting) single {
+			return goLimiterOne{newGoLimiter(s), "k"}
+		},
+		keyed: func(s setting) keyed { return newGoLimiter(s) },
+	},
+	{
+		name: "ulule",
+		note: "`ulule/limiter/v3` `memory` store, `Rate{Period: burst·period/n, Limit: burst}` (a fixed-window counter)",
+		single: func(s setting) single {
+			return ululeOne{newUlule(s), "k"}
+		},
+		keyed: func(s setting) keyed { return newUlule(s) },
+	},
+	{
+		name:   "juju/ratelimit",
+		note:   "`ratelimit.NewBucketWithRate(n/s, burst)`, `TakeAvailable(1)`; keyed: one bucket per key in a `sync.Map`",
+		single: func(s setting) single { return juju{ratelimit.NewBucketWithRate(s.perSecond(), int64(s.burst))} },
+		keyed:  func(s setting) keyed { return &jujuMap{s: s} },
+	},
+	{
+		name:   "floor",
+		note:   "not a limiter: the least work any limiter must do. Single: one monotonic clock read, one load and one CAS. Keyed: one xsync `MapOf.Load` on top",
+		single: func(setting) single { return &floorOne{} },
+		keyed:  func(setting) keyed { return &floorKeyed{m: xsync.NewMapOf[string, *atomic.Uint64]()} },
+	},
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func ourLimit(s setting) gcra.Limit { return gcra.Per(s.n, s.period) }
+
+type ourSingle struct{ l *atomicbucket.Limiter }
+
+func (o ourSingle) allow() bool { return o.l.Allow() }
+
+type ourKeyed struct{ k *atomicbucket.Keyed[string] }
+
+func (o ourKeyed) allow(key string) bool { return o.k.Allow(key) }
+func (o ourKeyed) close()                { o.k.Close() }
+
+type xrate struct{ l *rate.Limiter }
+
+func (x xrate) allow() bool { return x.l.Allow() }
+
+type xrateMap struct {
+	s setting
+	m sync.Map
+}
+
+func (x *xrateMap) allow(key string) bool {
+	v, ok := x.m.Load(key)
+	if !ok {
+		v, _ = x.m.LoadOrStore(key, rate.NewLimiter(rate.Limit(x.s.perSecond()), x.s.burst))
+	}
+	return v.(*rate.Limiter).Allow()
+}
+func (x *xrateMap) close() {}
+
+type uberPacer struct{ l uber.Limiter }
+
+func (u uberPacer) allow() bool { u.l.Take(); return true }
+
+type throttledLimiter struct {
+	l *throttled.GCRARateLimiterCtx
+}
+
+func throttledKeyed(s setting) *throttledLimiter {
+	st := must(memstore.NewCtx(0))
+	q := throttled.RateQuota{MaxRate: throttled.PerDuration(s.n, s.period), MaxBurst: s.burst - 1}
+	return &throttledLimiter{must(throttled.NewGCRARateLimiterCtx(st, q))}
+}
+
+func (t *throttledLimiter) allow(key string) bool {
+	limited, _, err := t.l.RateLimitCtx(context.Background(), key, 1)
+	return err == nil && !limited
+}
+func (t *throttledLimiter) close() {}
+
+type throttledOne struct {
+	t   *throttledLimiter
+	key string
+}
+
+func (t throttledOne) allow() bool { return t.t.allow(t.key) }
+
+type goLimiter struct {
+	s interface {
+		Take(context.Context, string) (uint64, uint64, uint64, bool, error)
+		Close(context.Context) error
+	}
+}
+
+func newGoLimiter(s setting) *goLimiter {
+	// burst tokens per the time burst tokens take at the limit's rate.
+	interval := time.Duration(float64(s.burst) / s.perSecond() * float64(time.Second))
+	// go-limiter v0.7.1 refills min(ticks·interval/tokens, tokens) tokens
+	// after ticks intervals: only when interval/tokens ≥ tokens (in ns) is
+	// that a whole refill. For admitAll (2^30 tokens per ~1 s) it would refill
+	// about one token per second and deny most calls; with a 1 h interval it
+	// never refills during a run and its 2^30 initial tokens admit every call.
+	if float64(interval)/float64(s.burst) < float64(s.burst) {
+		interval = time.Hour
+	}
+	st := must(memorystore.New(&memorystore.Config{Tokens: uint64(s.burst), Interval: max(interval, time.Nanosecond)}))
+	return &goLimiter{st}
+}
+
+func (g *goLimiter) allow(key string) bool {
+	_, _, _, ok, err := g.s.Take(context.Background(), key)
+	return err == nil && ok
+}
+func (g *goLimiter) close() { g.s.Close(context.Background()) }
+
+type goLimiterOne struct {
+	g   *goLimiter
+	key string
+}
+
+func (g goLimiterOne) allow() bool { return g.g.allow(g.key) }
+
+type ululeLimiter struct{ l *ulule.Limiter }
+
+func newUlule(s setting) *ululeLimiter {
+	period := time.Duration(float64(s.burst) / s.perSecond() * float64(time.Second))
+	return &ululeLimiter{ulule.New(ululemem.NewStore(), ulule.Rate{Period: max(period, time.Nanosecond), Limit: int64(s.burst)})}
+}
+
+func (u *ululeLimiter) allow(key string) bool {
+	c, err := u.l.Get(context.Background(), key)
+	return err == nil && !c.Reached
+}
+func (u *ululeLimiter) close() {}
+
+type ululeOne struct {
+	u   *ululeLimiter
+	key string
+}
+
+func (u ululeOne) allow() bool { return u.u.allow(u.key) }
+
+type juju struct{ b *ratelimit.Bucket }
+
+func (j juju) allow() bool { return j.b.TakeAvailable(1) == 1 }
+
+type jujuMap struct {
+	s setting
+	m sync.Map
+}
+
+func (j *jujuMap) allow(key string) bool {
+	v, ok := j.m.Load(key)
+	if !ok {
+		v, _ = j.m.LoadOrStore(key, ratelimit.NewBucketWithRate(j.s.perSecond(), int64(j.s.burst)))
+	}
+	return v.(*ratelimit.Bucket).TakeAvailable(1) == 1
+}
+func (j *jujuMap) close() {}
+
+var floorEpoch = time.Now()
+
+// floorOne is one clock read, one load and one CAS: what any single-key
+// limiter that admits must do at least.
+type floorOne struct{ v atomic.Uint64 }
+
+func (f *floorOne) allow() bool {
+	now := uint64(time.Since(floorEpoch))
+	old := f.v.Load()
+	return f.v.CompareAndSwap(old, max(old, now)+1)
+}
+
+// floorKeyed adds one xsync MapOf.Load (LoadOrStore on a miss) to floorOne.
+type floorKeyed struct {
+	m *xsync.MapOf[string, *atomic.Uint64]
+}
+
+func (f *floorKeyed) allow(key string) bool {
+	v, ok := f.m.Load(key)
+	if !ok {
+		v, _ = f.m.LoadOrStore(key, new(atomic.Uint64))
+	}
+	now := uint64(time.Since(floorEpoch))
+	old := v.Load()
+	return v.CompareAndSwap(old, max(old, now)+1)
+}
+func (f *floorKeyed) close() {}

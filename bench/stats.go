@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+
+	"golang.org/x/perf/benchfmt"
+	"golang.org/x/perf/benchmath"
+)
+
+// A stat is the summary of one unit of one (scenario, implementation) pair
+// over the runs: benchstat's center (the median) and its 95% interval.
+type stat struct {
+	center, lo, hi float64
+	n              int
+}
+
+// results maps scenario → implementation → unit → stat. Units as go test
+// prints them: ns/op, B/op, allocs/op, allowed/op, B/key.
+type results map[string]map[string]map[string]stat
+
+var procSuffix = regexp.MustCompile(`-\d+$`)
+
+// readResults parses go test output files with benchstat's reader and
+// summarises each sample with benchstat's statistics.
+func readResults(paths ...string) (results, error) {
+	samples := map[string]map[string]map[string][]float64{}
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		r := benchfmt.NewReader(f, path)
+		for r.Scan() {
+			res, ok := r.Result().(*benchfmt.Result)
+			if !ok {
+				continue
+			}
+			name := procSuffix.ReplaceAllString(strings.TrimPrefix(res.Name.String(), "Benchmark"), "")
+			scenario, impl, found := strings.Cut(name, "/impl=")
+			if !found {
+				continue
+			}
+			if samples[scenario] == nil {
+				samples[scenario] = map[string]map[string][]float64{}
+			}
+			if samples[scenario][impl] == nil {
+				samples[scenario][impl] = map[string][]float64{}
+			}
+			for _, v := range res.Values {
+				unit, value := v.Unit, v.Value
+				if v.OrigUnit != "" {
+					unit, value = v.OrigUnit, v.OrigValue
+				}
+				samples[scenario][impl][unit] = append(samples[scenario][impl][unit], value)
+			}
+		}
+		f.Close()
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := results{}
+	for sc, impls := range samples {
+		out[sc] = map[string]map[string]stat{}
+		for impl, units := range impls {
+			out[sc][impl] = map[string]stat{}
+			for unit, vals := range units {
+				s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
+				out[sc][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, n: len(vals)}
+			}
+		}
+	}
+	return out, nil
+}
+
+// scenarios returns the scenario names in a stable, readable order.
+func (r results) scenarios() []string {
+	order := func(s string) int {
+		for i, p := range []string{"Serial", "HotKey", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
+			if strings.HasPrefix(s, p) {
+				return i
+			}
+		}
+		return 99
+	}
+	var names []string
+	for s := range r {
+		names = append(names, s)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if order(names[i]) != order(names[j]) {
+			return order(names[i]) < order(names[j])
+		}
+		return names[i] < names[j]
+	})
+	return names
+}
+
+// benchstatTable runs benchstat itself on the raw file, one column per
+// implementation, for the report's appendix.
+func benchstatTable(rawPath string) (string, error) {
+	cmd := exec.Command("go", "tool", "benchstat", "-col", "/impl", rawPath)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("benchstat: %w", err)
+	}
+	return string(out), nil
+}
