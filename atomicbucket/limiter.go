@@ -50,6 +50,18 @@ func New(limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// paramsFor validates limit and burst, and checks them against src's clock.
+func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params, error) {
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClock(src, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // newSource returns the clock the options chose. A coarse source holds a
 // reference on the process-wide ticker until owner is garbage collected.
 func newSource[T any](cfg *config, owner *T) timebase.Source {
@@ -163,19 +175,13 @@ func (l *Limiter) Params() *gcra.Params { return l.params.Load() }
 // reads the parameters once, so a call that races with SetLimit is decided
 // wholly under the old or wholly under the new limit, never a mix.
 func (l *Limiter) SetLimit(limit gcra.Limit, burst int) error {
-	p, err := gcra.NewParams(limit, burst)
+	p, err := paramsFor(&l.src, limit, burst)
 	if err != nil {
 		return err
 	}
-	if err := checkClock(&l.src, &p); err != nil {
-		return err
-	}
-	l.params.Store(&p)
+	l.params.Store(p)
 	return nil
 }
 
 // String describes the limiter's configuration, e.g. "100/1s burst 10".
-func (l *Limiter) String() string {
-	p := l.params.Load()
-	return fmt.Sprintf("%v burst %d", p.Limit(), p.Burst())
-}
+func (l *Limiter) String() string { return paramsString(l.params.Load()) }

@@ -22,29 +22,23 @@ type Tier struct {
 }
 
 func newTier(src timebase.Source, limit gcra.Limit, burst int) (*Tier, error) {
-	p, err := gcra.NewParams(limit, burst)
+	p, err := paramsFor(&src, limit, burst)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkClock(&src, &p); err != nil {
-		return nil, err
-	}
 	t := &Tier{src: src}
-	t.params.Store(&p)
+	t.params.Store(p)
 	return t, nil
 }
 
 // SetLimit changes the tier's limit and burst. It returns the same errors as
 // New and changes nothing on error.
 func (t *Tier) SetLimit(limit gcra.Limit, burst int) error {
-	p, err := gcra.NewParams(limit, burst)
+	p, err := paramsFor(&t.src, limit, burst)
 	if err != nil {
 		return err
 	}
-	if err := checkClock(&t.src, &p); err != nil {
-		return err
-	}
-	t.params.Store(&p)
+	t.params.Store(p)
 	return nil
 }
 
