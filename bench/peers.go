@@ -81,28 +81,22 @@ var peers = []peer{
 		},
 	},
 	{
-		name: "throttled",
-		note: "`throttled/v2` GCRA with `memstore` (a map under a mutex, no eviction at maxKeys 0), `MaxBurst = burst−1` (its burst counts beyond the first)",
-		single: func(s setting) single {
-			return throttledOne{throttledKeyed(s), "k"}
-		},
-		keyed: func(s setting) keyed { return throttledKeyed(s) },
+		name:   "throttled",
+		note:   "`throttled/v2` GCRA with `memstore` (a map under a mutex, no eviction at maxKeys 0), `MaxBurst = burst−1` (its burst counts beyond the first)",
+		single: func(s setting) single { return oneKey{throttledKeyed(s)} },
+		keyed:  func(s setting) keyed { return throttledKeyed(s) },
 	},
 	{
-		name: "go-limiter",
-		note: "`sethvargo/go-limiter` `memorystore` with `Tokens = burst` per `Interval = burst·period/n`: it refills all tokens at each interval (a fixed window), sweeper every 6 h. Its refill is min(ticks·interval/tokens, tokens), a whole refill only when interval/tokens ≥ tokens (ns): the admit-all scenarios therefore use a 1 h interval, in which it never refills and its 2^30 initial tokens admit every call",
-		single: func(s setting) single {
-			return goLimiterOne{newGoLimiter(s), "k"}
-		},
-		keyed: func(s setting) keyed { return newGoLimiter(s) },
+		name:   "go-limiter",
+		note:   "`sethvargo/go-limiter` `memorystore` with `Tokens = burst` per `Interval = burst·period/n`: it refills all tokens at each interval (a fixed window), sweeper every 6 h. Its refill is min(ticks·interval/tokens, tokens), a whole refill only when interval/tokens ≥ tokens (ns): the admit-all scenarios therefore use a 1 h interval, in which it never refills and its 2^30 initial tokens admit every call",
+		single: func(s setting) single { return oneKey{newGoLimiter(s)} },
+		keyed:  func(s setting) keyed { return newGoLimiter(s) },
 	},
 	{
-		name: "ulule",
-		note: "`ulule/limiter/v3` `memory` store, `Rate{Period: burst·period/n, Limit: burst}` (a fixed-window counter)",
-		single: func(s setting) single {
-			return ululeOne{newUlule(s), "k"}
-		},
-		keyed: func(s setting) keyed { return newUlule(s) },
+		name:   "ulule",
+		note:   "`ulule/limiter/v3` `memory` store, `Rate{Period: burst·period/n, Limit: burst}` (a fixed-window counter)",
+		single: func(s setting) single { return oneKey{newUlule(s)} },
+		keyed:  func(s setting) keyed { return newUlule(s) },
 	},
 	{
 		name:   "juju/ratelimit",
@@ -117,6 +111,11 @@ var peers = []peer{
 		keyed:  func(setting) keyed { return &floorKeyed{m: xsync.NewMapOf[string, *atomic.Uint64]()} },
 	},
 }
+
+// oneKey is the single-key form of a keyed-only peer: always the same key.
+type oneKey struct{ k keyed }
+
+func (o oneKey) allow() bool { return o.k.allow("k") }
 
 func must[T any](v T, err error) T {
 	if err != nil {
@@ -174,13 +173,6 @@ func (t *throttledLimiter) allow(key string) bool {
 }
 func (t *throttledLimiter) close() {}
 
-type throttledOne struct {
-	t   *throttledLimiter
-	key string
-}
-
-func (t throttledOne) allow() bool { return t.t.allow(t.key) }
-
 type goLimiter struct {
 	s interface {
 		Take(context.Context, string) (uint64, uint64, uint64, bool, error)
@@ -209,13 +201,6 @@ func (g *goLimiter) allow(key string) bool {
 }
 func (g *goLimiter) close() { g.s.Close(context.Background()) }
 
-type goLimiterOne struct {
-	g   *goLimiter
-	key string
-}
-
-func (g goLimiterOne) allow() bool { return g.g.allow(g.key) }
-
 type ululeLimiter struct{ l *ulule.Limiter }
 
 func newUlule(s setting) *ululeLimiter {
@@ -228,13 +213,6 @@ func (u *ululeLimiter) allow(key string) bool {
 	return err == nil && !c.Reached
 }
 func (u *ululeLimiter) close() {}
-
-type ululeOne struct {
-	u   *ululeLimiter
-	key string
-}
-
-func (u ululeOne) allow() bool { return u.u.allow(u.key) }
 
 type juju struct{ b *ratelimit.Bucket }
 

@@ -110,30 +110,9 @@ func writeReport(o options, res results, lat []latResult, acc []accRow, benchsta
 	w("\nRead these with the HotKey throughput above. A CAS never parks a goroutine: each admission moves the key's cache line between cores, and that transfer is the p50 of atomiclimit and of the floor. Under a mutex (x/time/rate, juju, throttled's store) a goroutine that loses the lock spins, then parks, and a parked call waits for a scheduler round trip: that is what the p99.9 of the mutex-based limiters shows. The max of every row, the floor's included, is a goroutine descheduled between its two clock reads (8 goroutines share 2 cores), not the limiter. uber/ratelimit is a pacer: `Take` sleeps when early, so its figures include no denials.\n")
 	w("\n## Accuracy: offered against admitted\n\n")
 	w("Limit %d per second; requests offered at evenly spaced instants for %v of virtual time (explicit times, so the run takes milliseconds and gives the same figures on every machine). Admitted per second over the run:\n\n", accuracyLimit, accuracyRun)
-	w("| algorithm |")
-	for _, r := range offeredRates {
-		w(" %d/s |", r)
-	}
-	w("\n|---|%s\n", strings.Repeat("---:|", len(offeredRates)))
-	for _, row := range acc {
-		w("| %s |", row.name)
-		for _, a := range row.admitted {
-			w(" %.2f |", a)
-		}
-		w("\n")
-	}
-	w("\nThe most admitted in any rolling one-second window (the limit says %d):\n\n| algorithm |", accuracyLimit)
-	for _, r := range offeredRates {
-		w(" %d/s |", r)
-	}
-	w("\n|---|%s\n", strings.Repeat("---:|", len(offeredRates)))
-	for _, row := range acc {
-		w("| %s |", row.name)
-		for _, x := range row.worst {
-			w(" %d |", x)
-		}
-		w("\n")
-	}
+	accTable(w, acc, func(row accRow, i int) string { return fmt.Sprintf("%.2f", row.admitted[i]) })
+	w("\nThe most admitted in any rolling one-second window (the limit says %d):\n\n", accuracyLimit)
+	accTable(w, acc, func(row accRow, i int) string { return fmt.Sprint(row.worst[i]) })
 	w("\nReading the tables:\n\n")
 	w("- A token bucket with burst B admits at most B + W/T in any window W: 20 here with burst 10. With evenly spaced arrivals, 19 fit in a one-second window. Burst 1 is the hard limit: at most one per T, so at most 10 in any second.\n")
 	w("- With burst 1, offered 25/s admits 8.33/s, below the limit. The arrivals come every 40 ms, so after each admission the next conforming instant (+100 ms) falls between two arrivals, and the request is admitted up to 20 ms late: one slot in six is lost. Any burst ≥ 2 absorbs that jitter. This is the price of a hard limit, not an error.\n")
@@ -145,6 +124,22 @@ func writeReport(o options, res results, lat []latResult, acc []accRow, benchsta
 	}
 	w("## benchstat\n\n```\n%s```\n", benchstat)
 	return os.WriteFile(filepath.Join(o.out, "BENCHMARKS.md"), []byte(b.String()), 0o644)
+}
+
+// accTable writes one row per algorithm and one column per offered rate.
+func accTable(w func(string, ...any), acc []accRow, cell func(accRow, int) string) {
+	w("| algorithm |")
+	for _, r := range offeredRates {
+		w(" %d/s |", r)
+	}
+	w("\n|---|%s\n", strings.Repeat("---:|", len(offeredRates)))
+	for _, row := range acc {
+		w("| %s |", row.name)
+		for i := range offeredRates {
+			w(" %s |", cell(row, i))
+		}
+		w("\n")
+	}
 }
 
 func unitOf(sc string) string {
