@@ -43,37 +43,52 @@ func newEvictor[K comparable](m *shardmap.Map[K, *cell], src timebase.Source, po
 	return &evictor[K]{m: m, src: src, policy: policy}
 }
 
-// raiseFloor makes floor at least now. First the floor, then the retiring
-// CompareAndSwaps: a cell created after a retired cell's removal reads a
+// raiseFloor makes floor at least tat. First the floor, then the retiring
+// CompareAndSwap: a cell created after a retired cell's removal reads a
 // floor ≥ that cell's TAT.
-func (e *evictor[K]) raiseFloor(now int64) {
+func (e *evictor[K]) raiseFloor(tat int64) {
 	for {
 		f := e.floor.Load()
-		if f >= now || e.floor.CompareAndSwap(f, now) {
+		if f >= tat || e.floor.CompareAndSwap(f, tat) {
 			return
 		}
 	}
 }
 
-// sweepShard removes shard i's idle keys at now and returns how many.
+// sweepShard removes shard i's idle keys at now and returns how many cells
+// it retired (their removal from the map may be finished by a caller that
+// meets them first).
 func (e *evictor[K]) sweepShard(i int, now int64) int {
-	e.raiseFloor(now)
-	_, removed := e.m.SweepShard(i, func(_ K, c *cell) bool { return e.retireIdle(c, now) })
-	return removed
+	retired := 0
+	e.m.SweepShard(i, func(_ K, c *cell) bool {
+		if e.retireIdle(c, now) {
+			retired++
+			return true
+		}
+		return false
+	})
+	return retired
 }
 
-// retireIdle retires c if it is idle at now and counts it.
+// retireIdle retires c if it is idle at now (TAT ≤ now) and counts it. It
+// raises the floor to the cell's own TAT, not to now: the floor is what new
+// cells start from, and a floor ahead of the requests' times would put every
+// new key in debt.
 func (e *evictor[K]) retireIdle(c *cell, now int64) bool {
-	if c.Retire(now) {
-		e.evicted.Add(1)
-		return true
+	tat := c.TAT()
+	if tat > now || tat == gcra.Retired {
+		return false // active, or already retired by someone else
 	}
-	// Already retired by someone else (its removal is theirs to count), or
-	// active.
-	return false
+	e.raiseFloor(tat)
+	if !c.retireFrom(tat) {
+		return false // admitted meanwhile: active again
+	}
+	e.evicted.Add(1)
+	return true
 }
 
-// sweep removes every idle key at now, shard by shard.
+// sweep removes every idle key at now, shard by shard, and returns how many
+// cells it retired.
 func (e *evictor[K]) sweep(now int64) int {
 	removed := 0
 	for i := range e.m.Shards() {
@@ -88,14 +103,22 @@ func (e *evictor[K]) sweep(now int64) int {
 // that scan for roomScanGap), and EvictStalest removes the stalest sixteenth
 // of the next non-empty shard. It reports whether it removed anything.
 func (e *evictor[K]) makeRoom(now int64) bool {
-	if now >= e.barrenUntil.Load() {
+	// The gap is measured on the limiter's own clock: a request's time may
+	// be anything.
+	if e.src.Now() >= e.barrenUntil.Load() {
 		for range e.m.Shards() {
 			if e.sweepShard(e.m.NextShard(), now) > 0 {
 				return true
 			}
 		}
 		// Nothing is idle: until some time has passed, nothing will be.
-		e.barrenUntil.Store(now + int64(roomScanGap))
+		until := e.src.Now() + int64(roomScanGap)
+		for {
+			b := e.barrenUntil.Load()
+			if b >= until || e.barrenUntil.CompareAndSwap(b, until) {
+				break
+			}
+		}
 	}
 	if e.policy == RejectNew {
 		return false
@@ -111,9 +134,6 @@ func (e *evictor[K]) makeRoom(now int64) bool {
 // evictStalest retires the sixteenth of shard i's cells with the smallest
 // TAT (at least one), idle or not, and returns how many it removed.
 func (e *evictor[K]) evictStalest(i int, now int64) int {
-	// Some of the cells it retires may be idle: the floor must cover them
-	// (see raiseFloor). Active ones lose their debt, as EvictStalest says.
-	e.raiseFloor(now)
 	var tats []int64
 	e.m.RangeShard(i, func(_ K, c *cell) bool {
 		if t := c.TAT(); t != gcra.Retired {
@@ -127,12 +147,21 @@ func (e *evictor[K]) evictStalest(i int, now int64) int {
 	slices.Sort(tats)
 	want := max(len(tats)/16, 1)
 	limit := tats[want-1]
-	_, removed := e.m.SweepShard(i, func(_ K, c *cell) bool {
+	retired := 0
+	e.m.SweepShard(i, func(_ K, c *cell) bool {
 		if want == 0 {
 			return false
 		}
 		t := c.TAT()
-		if t > limit || !c.retireFrom(t) {
+		if t > limit || t == gcra.Retired {
+			return false
+		}
+		if t <= now {
+			// Idle: the floor must cover it (see retireIdle). An active
+			// cell loses its debt instead, as EvictStalest says.
+			e.raiseFloor(t)
+		}
+		if !c.retireFrom(t) {
 			return false
 		}
 		want--
@@ -141,9 +170,10 @@ func (e *evictor[K]) evictStalest(i int, now int64) int {
 		} else {
 			e.evictedActive.Add(1)
 		}
+		retired++
 		return true
 	})
-	return removed
+	return retired
 }
 
 // start runs the background sweeper: every every/shards it sweeps one shard,

@@ -54,15 +54,14 @@ func (k *Keyed[K]) Floor() int64 { return k.ev.floor.Load() }
 // sweeper is between its two steps.
 func (k *Keyed[K]) RetireKey(key K, now int64) bool {
 	c, ok := k.m.Load(key)
-	if !ok {
-		return false
-	}
-	k.ev.raiseFloor(now)
-	if c.Retire(now) {
-		k.ev.evicted.Add(1)
-		return true
-	}
-	return false
+	return ok && k.ev.retireIdle(c, now)
+}
+
+// HeldKeys counts the map's entries one by one (Len reads a counter).
+func (k *Keyed[K]) HeldKeys() int {
+	n := 0
+	k.m.Range(func(K, *cell) bool { n++; return true })
+	return n
 }
 
 // Nanos converts t to k's time base.

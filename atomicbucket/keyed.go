@@ -3,6 +3,7 @@ package atomicbucket
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +32,11 @@ import (
 // changes no later decision. The background sweeper (WithSweepInterval), Sweep,
 // and a full limiter making room remove idle keys in three steps:
 //
-//  1. first raise the floor to now: every cell created from now on starts
-//     with TAT = floor, so a key that is removed and comes back is never
-//     treated as fuller than it was, whatever time its requests carry;
+//  1. first raise the floor to the cell's TAT: every cell created from now
+//     on starts with TAT = floor, so a key that is removed and comes back is
+//     never treated as fuller than it was, whatever time its requests carry
+//     (a request stamped before the floor is decided as at the floor:
+//     stricter, never looser);
 //  2. then retire the cell: CompareAndSwap its TAT from the idle value to
 //     gcra.Retired, which every decision denies without storing;
 //  3. then delete the map entry if it still holds that cell.
@@ -137,7 +140,7 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {
-			return false // full, and RejectNew
+			return k.refused(key, n).Allowed // full
 		}
 		if c.AllowN(c.params(), now, n) {
 			return true
@@ -151,7 +154,8 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 // Decide is Allow for n tokens with the whole decision. Decide is shorthand
 // for DecideAt(key, clock.Now(), n). A new key refused by a full limiter gets
 // Allowed false, Remaining 0 and, as RetryAfter, its tier's B·T: by then every
-// key that has stopped is idle and can be removed.
+// key that has stopped is idle and can be removed (Never for DenyAll). A key
+// whose tier is Unlimited is admitted even then: it needs no state.
 func (k *Keyed[K]) Decide(key K, n int) gcra.Decision { return k.decide(key, k.src.Now(), n) }
 
 // DecideAt is Decide at the given time.
@@ -163,7 +167,7 @@ func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {
-			return k.refused(key)
+			return k.refused(key, n)
 		}
 		d := c.DecideN(c.params(), now, n)
 		if d.Allowed || !c.IsRetired() {
@@ -172,12 +176,25 @@ func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
 	}
 }
 
-func (k *Keyed[K]) refused(key K) gcra.Decision {
-	return gcra.Decision{RetryAfter: k.tierFor(key).params.Load().Span()}
+// refused decides a request for a new key that the full limiter has no room
+// for, and counts it. An Unlimited key needs no state and is admitted; any
+// other is denied with RetryAfter B·T (Never for DenyAll).
+func (k *Keyed[K]) refused(key K, n int) gcra.Decision {
+	p := k.tierFor(key).params.Load()
+	if p.IsUnlimited() && n >= 1 {
+		return gcra.Decision{Allowed: true, Remaining: math.MaxInt}
+	}
+	k.ev.rejected.Add(1)
+	if p.Burst() == 0 {
+		return gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
+	}
+	return gcra.Decision{RetryAfter: p.Span()}
 }
 
 // Peek returns the decision Decide(key, n) would make now, consuming nothing
 // and creating no key. Peek is shorthand for PeekAt(key, clock.Now(), n).
+// For a key the limiter does not hold, it answers as for a new key; if the
+// limiter is full and finds no room, the Decide that follows refuses it.
 func (k *Keyed[K]) Peek(key K, n int) gcra.Decision { return k.peek(key, k.src.Now(), n) }
 
 // PeekAt is Peek at the given time.
@@ -219,8 +236,16 @@ func (k *Keyed[K]) current(key K) (tat int64, p *gcra.Params) {
 // cellFor returns key's live cell, creating it if needed, or nil if the
 // limiter is full and refuses the key. It never returns a retired cell.
 func (k *Keyed[K]) cellFor(key K, now int64) *cell {
+	if c, ok := k.m.Load(key); ok && !c.IsRetired() {
+		return c
+	}
+	// A new key. Its tier is chosen here, outside any lock: the tier function
+	// is the user's code, and a panic in it must not leave a map bucket locked
+	// or a key slot counted. Under the lock, newCell prefers an override set
+	// since (SetKeyLimit stores the override before it updates a cell).
+	byFunc := k.tierByFunc(key)
 	for attempt := 0; ; attempt++ {
-		c, _, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key) })
+		c, _, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key, byFunc) })
 		if err == nil {
 			if !c.IsRetired() {
 				return c
@@ -233,7 +258,6 @@ func (k *Keyed[K]) cellFor(key K, now int64) *cell {
 		// Full. Make room, and try again; give up when nothing can be
 		// removed, or after rounds lost to other new keys taking the room.
 		if attempt >= maxRoomRounds || !k.ev.makeRoom(now) {
-			k.ev.rejected.Add(1)
 			return nil
 		}
 	}
@@ -243,14 +267,18 @@ func (k *Keyed[K]) cellFor(key K, now int64) *cell {
 // room to another new key, so that no request spins for ever.
 const maxRoomRounds = 64
 
-// newCell runs under the lock of key's map bucket, once per insertion.
-func (k *Keyed[K]) newCell(key K) *cell {
+// newCell runs under the lock of key's map bucket, once per insertion; it
+// runs none of the user's code.
+func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 	c := &cell{}
 	// The floor: at least the TAT of any cell a sweeper retired as idle. Read
 	// here, after the removal of such a cell for this key (which took the same
 	// bucket lock), so the sweeper's raise of the floor is visible.
 	c.tat.Store(uint64(k.ev.floor.Load()))
-	c.tier.Store(k.tierFor(key))
+	if t, ok := k.overrides.Load(key); ok {
+		byFunc = t
+	}
+	c.tier.Store(byFunc)
 	k.ev.created.Add(1)
 	return c
 }
@@ -261,6 +289,11 @@ func (k *Keyed[K]) tierFor(key K) *Tier {
 	if t, ok := k.overrides.Load(key); ok {
 		return t
 	}
+	return k.tierByFunc(key)
+}
+
+// tierByFunc is the tier function's choice for key, or the default.
+func (k *Keyed[K]) tierByFunc(key K) *Tier {
 	if f := k.tierFunc.Load(); f != nil {
 		if t := (*f)(key); t != nil {
 			return t
@@ -286,9 +319,11 @@ func (k *Keyed[K]) NewTier(limit gcra.Limit, burst int) (*Tier, error) {
 }
 
 // SetTierFunc makes f choose the tier of each key created from now on (nil,
-// or f returning nil: the default tier). f runs once per new key, under a
-// lock of the key's map bucket: it must be quick and must not use the
-// limiter. Keys already present keep their tier.
+// or f returning nil: the default tier). Keys already present keep their
+// tier. f must be quick, safe for concurrent use and give the same tier for
+// the same key: it runs, outside any lock, when a request finds no cell for
+// its key, and for Peek, Tokens and ClearKeyLimit of a key. A panic in f
+// reaches the caller and leaves the limiter as it was.
 func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 	if f == nil {
 		k.tierFunc.Store(nil)
@@ -298,7 +333,7 @@ func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 }
 
 // SetKeyLimit gives key its own limit and burst, whether or not the key is
-// present; it survives the key's removal while idle. It returns the same
+// present (it inserts no key); it survives the key's removal while idle. It returns the same
 // errors as New and changes nothing on error.
 func (k *Keyed[K]) SetKeyLimit(key K, limit gcra.Limit, burst int) error {
 	t, err := newTier(k.src, limit, burst)
@@ -311,7 +346,7 @@ func (k *Keyed[K]) SetKeyLimit(key K, limit gcra.Limit, burst int) error {
 	// it; then update the cell that may already exist. A cell created
 	// between the two steps read the override already.
 	k.overrides.Store(key, t)
-	k.retier(key)
+	k.retier(key, t)
 	return nil
 }
 
@@ -321,22 +356,17 @@ func (k *Keyed[K]) ClearKeyLimit(key K) {
 	k.setMu.Lock()
 	defer k.setMu.Unlock()
 	k.overrides.Delete(key)
-	k.retier(key)
+	k.retier(key, k.tierByFunc(key))
 }
 
-// retier points key's cell at tierFor(key). Requires setMu.
+// retier points key's cell, if the limiter holds one, at t. Requires setMu.
 //
-// It goes through LoadOrCreate, not Load: a cell whose creation read the old
-// tier may be inserted just after a Load misses it. LoadOrCreate takes the
-// lock of the key's map bucket, which that creation holds until it inserts,
-// so either it finds that cell or it creates one itself (reading the new
-// tier). If the limiter is full the key stays absent, and its creation later
-// reads the new tier.
-func (k *Keyed[K]) retier(key K) {
-	c, loaded, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key) })
-	if err == nil && loaded {
-		c.tier.Store(k.tierFor(key))
-	}
+// It updates the cell under the lock of the key's map bucket. A creation of
+// the key holds that lock from the moment it reads the overrides until it
+// inserts, so either it ran first and the update finds its cell, or it runs
+// after and reads the override change that the caller made before retier.
+func (k *Keyed[K]) retier(key K, t *Tier) {
+	k.m.Update(key, func(c *cell) { c.tier.Store(t) })
 }
 
 // Len returns the number of keys held.
@@ -349,7 +379,7 @@ func paramsString(p *gcra.Params) string {
 	return fmt.Sprintf("%v burst %d", p.Limit(), p.Burst())
 }
 
-// Sweep removes every key that is idle now and returns how many it removed.
+// Sweep removes every key that is idle now and returns how many it retired.
 // Sweep is shorthand for SweepAt(clock.Now()).
 func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
 
@@ -357,11 +387,10 @@ func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
 // and returns how many it removed. It takes no global lock: decisions on
 // other keys, and on the same keys, go on meanwhile.
 //
-// Keys created after a sweep start at the latest time a sweep used (the
-// floor), so that a request stamped before the sweep is never decided on a
-// fuller bucket than the one removed. A now ahead of the times the decisions
-// get therefore makes new keys start in debt: with explicit times, sweep at
-// times the requests have reached.
+// Keys created after a sweep start at the floor, the largest TAT the
+// limiter has removed, so that a request stamped before that TAT is never
+// decided on a fuller bucket than the one removed. It returns how many cells
+// it retired.
 func (k *Keyed[K]) SweepAt(now time.Time) int { return k.ev.sweep(k.src.At(now)) }
 
 // Close stops the background sweeper and waits until it has stopped. The

@@ -38,7 +38,7 @@ const DefaultSweepInterval = time.Minute
 // under any concurrency. When it holds n keys and a request comes for a new
 // one, it first removes idle keys: it sweeps shards until one yields an idle
 // key or all have been swept (a scan that finds none is not repeated for
-// 10 ms). Only if no key is idle does policy decide.
+// 10 ms of the limiter's clock). Only if no key is idle does policy decide.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.maxKeys, cfg.full = n, policy
@@ -48,7 +48,8 @@ func WithMaxKeys(n int, policy FullPolicy) Option {
 
 // WithSweepInterval sets how long the background sweeper takes for one pass
 // over every key: it wakes every d/shards and sweeps one shard, removing the
-// keys that are idle (TAT ≤ now, a full bucket). d ≤ 0 starts no sweeper; Sweep
+// keys that are idle (TAT ≤ now, a full bucket); the step is at least 1 ms,
+// so a d below shards·1 ms takes shards·1 ms. d ≤ 0 starts no sweeper; Sweep
 // still removes idle keys on demand.
 func WithSweepInterval(d time.Duration) Option {
 	return optionFunc(func(cfg *config) {

@@ -72,7 +72,13 @@ func TestKeyedEvictionRace(t *testing.T) {
 				key := rng.IntN(keys)
 				n := 1 + rng.IntN(2)
 				now := clk.Now()
-				if k.AllowN(names[key], now, n) {
+				var ok bool
+				if i%2 == 0 {
+					ok = k.AllowN(names[key], now, n)
+				} else {
+					ok = k.DecideAt(names[key], now, n).Allowed // the other retry path
+				}
+				if ok {
 					admitted[w][key][k.Nanos(now)] += int64(n)
 				}
 			}

@@ -92,11 +92,13 @@ func TestKeyedStaleNowAfterEviction(t *testing.T) {
 	d := keep.DecideAt("a", stale, 1)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, 5*time.Millisecond, d.RetryAfter)
-	// Swept: the new cell starts at the floor (40 ms), stricter still; a
-	// fresh cell at TAT 0 would have admitted all 3.
+	// Swept: the new cell starts at the floor, the removed cell's TAT
+	// (30 ms): the same decision. A fresh cell at TAT 0 would have admitted
+	// all 3.
+	require.Equal(t, int64(30*time.Millisecond), sweep.Floor())
 	d = sweep.DecideAt("a", stale, 1)
 	assert.False(t, d.Allowed, "a stale request must not find a fresh full bucket: %+v", d)
-	assert.Equal(t, 15*time.Millisecond, d.RetryAfter)
+	assert.Equal(t, 5*time.Millisecond, d.RetryAfter)
 }
 
 // A caller that meets a retired cell (the sweeper between its two steps)
@@ -236,6 +238,7 @@ func TestKeyedMaxKeysConcurrent(t *testing.T) {
 			})
 			st := k.Stats()
 			require.LessOrEqual(t, st.Keys, bound)
+			require.Equal(t, st.Keys, k.HeldKeys(), "the key count matches the map's entries")
 			require.Equal(t, st.Created-st.Evicted-st.EvictedActive, uint64(st.Keys))
 			if policy == atomicbucket.EvictStalest {
 				require.Zero(t, st.Rejected)

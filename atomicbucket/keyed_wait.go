@@ -30,6 +30,10 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {
+			if d := k.refused(key, n); d.Allowed {
+				// Unlimited needs no state: reserve on a bucket of its own.
+				return reserveOn(new(Bucket), k.tierFor(key).params.Load(), &k.src, now, n, maxWait)
+			}
 			return Reservation{}, fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())
 		}
 		r, err := reserveOn(&c.Bucket, c.params(), &k.src, now, n, maxWait)

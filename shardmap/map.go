@@ -138,6 +138,23 @@ func (m *Map[K, V]) CompareAndDelete(key K, old V) (deleted bool) {
 	return deleted
 }
 
+// Update calls f with key's value under the lock of the key's MapOf bucket,
+// if the map holds the key, and reports whether it did. It inserts nothing.
+// A LoadOrCreate of the same key holds the same lock while it creates, so f
+// sees every value created before it and none is created while it runs.
+// f must be quick and must not use the map.
+func (m *Map[K, V]) Update(key K, f func(V)) (found bool) {
+	m.shard(key).Compute(key, func(cur V, loaded bool) (V, bool) {
+		if !loaded {
+			return cur, true // delete=true on a miss inserts nothing
+		}
+		found = true
+		f(cur)
+		return cur, false // keep it (MapOf stores the same value again)
+	})
+	return found
+}
+
 // Delete removes key's entry, and returns the value it held.
 func (m *Map[K, V]) Delete(key K) (value V, deleted bool) {
 	value, deleted = m.shard(key).LoadAndDelete(key)

@@ -259,3 +259,18 @@ func TestLoadAllocatesNothing(t *testing.T) {
 		t.Fatalf("Load/LoadOrCreate on existing keys: %v allocs per run, want 0", allocs)
 	}
 }
+
+func TestUpdate(t *testing.T) {
+	m := New[string, *int]()
+	if m.Update("absent", func(*int) { t.Fatal("f ran for an absent key") }) || m.Len() != 0 {
+		t.Fatal("Update inserted or reported an absent key")
+	}
+	v := new(int)
+	m.LoadOrCreate("k", func() *int { return v })
+	if !m.Update("k", func(p *int) { *p = 7 }) || *v != 7 {
+		t.Fatal("Update did not run f on the present value")
+	}
+	if got, _ := m.Load("k"); got != v || m.Len() != 1 {
+		t.Fatal("Update changed the entry")
+	}
+}
