@@ -1,0 +1,5 @@
+//go:build race
+
+package bands_test
+
+const raceEnabled = true

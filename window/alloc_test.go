@@ -1,0 +1,42 @@
+package window_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+// The hot paths allocate nothing: admissions, denials, decisions and peeks,
+// on the limiters (clock read included) and on the cells.
+func TestHotPathsAllocateNothing(t *testing.T) {
+	clk := newFakeClock()
+	f, err := window.NewFixed(1<<20, time.Hour)
+	require.NoError(t, err)
+	c, err := window.NewCounter(1<<10, time.Hour)
+	require.NoError(t, err)
+	l, err := window.NewLog(64, time.Hour)
+	require.NoError(t, err)
+	fc, err := window.NewFixed(3, time.Hour, window.WithClock(clk))
+	require.NoError(t, err)
+	now := clk.Now()
+	for name, fn := range map[string]func(){
+		"fixed/allow":   func() { f.Allow() },
+		"fixed/allowN":  func() { f.AllowN(now, 1) },
+		"fixed/decide":  func() { f.Decide(1) },
+		"fixed/peek":    func() { f.Peek(1) },
+		"fixed/clock":   func() { fc.Allow() }, // an injected clock, mostly denials
+		"counter/allow": func() { c.Allow() },
+		"counter/decide": func() {
+			c.DecideAt(now, 1)
+		},
+		"log/allow":  func() { l.Allow() }, // 64 admissions, then denials
+		"log/decide": func() { l.DecideAt(now, 1) },
+		"log/peek":   func() { l.Peek(1) },
+	} {
+		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
+	}
+}

@@ -1,0 +1,70 @@
+package window_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+// A daily quota that resets at 00:00 UTC, for a limiter created in the
+// evening. Explicit instants keep the output independent of the wall clock.
+func ExampleFixed_DecideAt() {
+	created := time.Date(2026, 1, 1, 18, 0, 0, 0, time.UTC)
+	day, _ := window.NewFixed(2, 24*time.Hour,
+		window.WithClock(fixedClock{created}), window.WithAlign(window.AlignUTC(0)))
+	for _, at := range []time.Time{created, created.Add(time.Hour), created.Add(2 * time.Hour), created.Add(6 * time.Hour)} {
+		d := day.DecideAt(at, 1)
+		fmt.Printf("%s allowed=%v remaining=%d retry=%v\n", at.Format("Jan 2 15:04"), d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// Jan 1 18:00 allowed=true remaining=1 retry=0s
+	// Jan 1 19:00 allowed=true remaining=0 retry=0s
+	// Jan 1 20:00 allowed=false remaining=0 retry=4h0m0s
+	// Jan 2 00:00 allowed=true remaining=1 retry=0s
+}
+
+// The fixed window's boundary burst, and the exact log's answer to the same
+// traffic: 3 per minute, 3 requests a moment before a boundary and 3 at it.
+func ExampleLog() {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fixed, _ := window.NewFixed(3, time.Minute, window.WithClock(fixedClock{t0}))
+	exact, _ := window.NewLog(3, time.Minute, window.WithClock(fixedClock{t0}))
+	count := func(allow func(time.Time, int) bool) (k int) {
+		for _, at := range []time.Duration{59 * time.Second, 60 * time.Second} {
+			for range 3 {
+				if allow(t0.Add(at), 1) {
+					k++
+				}
+			}
+		}
+		return k
+	}
+	fmt.Println("fixed window admits", count(fixed.AllowN), "within one second")
+	fmt.Println("sliding log admits", count(exact.AllowN))
+	fmt.Println("log retry:", exact.PeekAt(t0.Add(60*time.Second), 1).RetryAfter)
+	// Output:
+	// fixed window admits 6 within one second
+	// sliding log admits 3
+	// log retry: 59s
+}
+
+// The sliding-window counter weighs the previous window by how much of it
+// is still inside the rolling window.
+func ExampleCounter_DecideAt() {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c, _ := window.NewCounter(10, time.Second, window.WithClock(fixedClock{t0}))
+	c.AllowN(t0, 10) // the first window, full
+	for _, at := range []time.Duration{1000 * time.Millisecond, 1250 * time.Millisecond, 1250 * time.Millisecond} {
+		d := c.DecideAt(t0.Add(at), 2)
+		fmt.Printf("at %v: allowed=%v remaining=%d retry=%v\n", at, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	// Output:
+	// at 1s: allowed=false remaining=0 retry=200ms
+	// at 1.25s: allowed=true remaining=0 retry=0s
+	// at 1.25s: allowed=false remaining=0 retry=150ms
+}

@@ -1,0 +1,239 @@
+package window
+
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// FixedParams are a validated fixed-window limit: at most Limit events in
+// each window [start + k·period, start + (k+1)·period). They are immutable
+// and safe to share between any number of cells.
+//
+// The state of a window cell is one word: the index of the window it counts
+// (windows since start) and the count admitted in it, packed as
+//
+//	 63                        s  s-1               0
+//	+----------------------------+-------------------+
+//	|  window index (64−s bits)  |   count (s bits)  |
+//	+----------------------------+-------------------+
+//
+// where s = bits.Len(limit) is the fewest bits that hold every count up to
+// the limit. The state 0 is window 0 with nothing admitted, so the zero cell
+// is ready to use. NewFixedParams rejects a limit whose index field could
+// wrap within the time range the arithmetic accepts (MaxNow/period + 1 ≥
+// 2^(64−s)): the index never wraps, so a cell can be idle forever and still
+// be read right. In practice: any limit below 2^32 for windows of 1 s or
+// more, below 2^22 for windows of 1 ms.
+type FixedParams struct {
+	limit  uint64 // N ≥ 1
+	period int64  // W in ns, 1 ≤ W ≤ MaxSpan
+	start  int64  // start of window 0, ns on the owner's time base
+	shift  uint   // s: count bits
+	mask   uint64 // 2^s − 1
+}
+
+// NewFixedParams validates a limit of n events per window of length period,
+// the windows starting at start (ns on the caller's time base; Align.Start
+// computes it). Times before start count as start.
+//
+// Errors wrap ErrInvalidLimit, ErrInvalidPeriod or ErrOverflow.
+func NewFixedParams(n int, period time.Duration, start int64) (FixedParams, error) {
+	shift, err := validate(n, period, start, 1)
+	if err != nil {
+		return FixedParams{}, err
+	}
+	return FixedParams{limit: uint64(n), period: int64(period), start: start, shift: shift, mask: 1<<shift - 1}, nil
+}
+
+// validate checks a count limit n and window length period for a state word
+// that holds `counts` counts of bits.Len(n) bits beside the window index,
+// and returns the count width.
+func validate(n int, period time.Duration, start int64, counts uint) (uint, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("%w: %d (must be at least 1)", ErrInvalidLimit, n)
+	}
+	if period <= 0 || period > gcra.MaxSpan {
+		return 0, fmt.Errorf("%w: %v (must be in (0, %v])", ErrInvalidPeriod, period, gcra.MaxSpan)
+	}
+	if start < -int64(period) || start > int64(gcra.MaxNow) {
+		return 0, fmt.Errorf("%w: start %d outside [-period, MaxNow]", ErrInvalidPeriod, start)
+	}
+	shift := uint(bits.Len64(uint64(n)))
+	// The largest index: now ≤ MaxNow and start ≥ −period.
+	maxIndex := uint64(gcra.MaxNow)/uint64(period) + 1
+	if counts*shift >= 64 || maxIndex>>(64-counts*shift) != 0 {
+		return 0, fmt.Errorf("%w: %d per %v leaves %d bits for the window index, which needs %d",
+			ErrOverflow, n, period, 64-int(min(counts*shift, 64)), bits.Len64(maxIndex))
+	}
+	return shift, nil
+}
+
+// Limit returns N, the most events admitted in one window.
+func (p *FixedParams) Limit() int { return int(p.limit) }
+
+// Period returns the window length.
+func (p *FixedParams) Period() time.Duration { return time.Duration(p.period) }
+
+// index returns the window that contains now (times before start count as
+// start).
+func (p *FixedParams) index(now int64) uint64 {
+	return uint64(max(now-p.start, 0)) / uint64(p.period)
+}
+
+// end returns the end of window w (the start of w+1).
+func (p *FixedParams) end(w uint64) int64 { return p.start + int64(w+1)*p.period }
+
+// current returns the window a request at now is counted in and that
+// window's count: the later of now's window and the stored one. A stale now
+// (a caller preempted between reading the clock and deciding) whose window
+// has already been replaced is counted in the stored, newer window: that
+// only makes it stricter, and the index in the state never moves back.
+func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
+	w, sw := p.index(now), state>>p.shift
+	if w > sw {
+		return w, 0 // a new window: the whole quota again
+	}
+	return sw, state & p.mask
+}
+
+// Admit decides a request for n events at now against the stored state. It
+// returns the state to store and whether the request is admitted; when it is
+// denied, next == state: a denial writes nothing.
+//
+//	(w, c) = current window and count   (see above)
+//	admit ⇔ 1 ≤ n ≤ N  and  c + n ≤ N;   next = (w, c + n)
+//
+// Every admission adds to the count of one window, whose index never
+// decreases, and keeps that count ≤ N: at most N events are counted in any
+// one window, whatever the interleaving. A stale now is counted in the
+// newer window the cell already holds: the window of the decision, which a
+// caller preempted across a boundary reaches only after it.
+func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
+	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
+		return state, false
+	}
+	w, c := p.current(state, now)
+	if c+uint64(n) > p.limit {
+		return state, false
+	}
+	return w<<p.shift | (c + uint64(n)), true
+}
+
+// Decide is Admit with the whole decision. Remaining is N minus the count of
+// the current window after the call; RetryAfter (denied) is the time until
+// that window ends, or gcra.Never for n < 1 or n > N; ResetAfter is the
+// time until the window ends if anything is counted in it, else 0;
+// TokenAfter is 0 while Remaining ≥ 1, else the time until the window ends.
+func (p *FixedParams) Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision) {
+	next, ok := p.Admit(state, now, n)
+	d = p.State(next, now)
+	d.Allowed = ok
+	switch {
+	case ok:
+	case uint64(int64(n)-1) >= p.limit:
+		d.RetryAfter = gcra.Never
+	default:
+		w, _ := p.current(next, now)
+		d.RetryAfter = time.Duration(p.end(w) - now)
+	}
+	return next, d
+}
+
+// State describes the cell whose state is state, at now, without a request.
+func (p *FixedParams) State(state uint64, now int64) gcra.Decision {
+	w, c := p.current(state, now)
+	left := time.Duration(p.end(w) - now)
+	d := gcra.Decision{Remaining: int(p.limit - c)}
+	if c > 0 {
+		d.ResetAfter = left
+	}
+	if c == p.limit {
+		d.TokenAfter = left
+	}
+	return d
+}
+
+// Refund takes back the n events of an admission that stored admitted, if
+// the cell still counts the window it was admitted in; it returns the state
+// to store and whether there is anything to store. It cannot create quota:
+// counts add, so removing n from a count that includes the refunded
+// admission leaves exactly the count of the other admissions in that window;
+// and once the window has been replaced there is nothing to give back.
+func (p *FixedParams) Refund(state, admitted uint64, n int) (uint64, bool) {
+	if state>>p.shift != admitted>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
+		return state, false
+	}
+	return state - uint64(n), true
+}
+
+// A FixedCell is the state of one fixed-window limit: one atomic word
+// (see FixedParams for the layout). The zero FixedCell is ready to use. It
+// is safe for concurrent use; its methods never block or allocate, and a
+// denial writes nothing. A FixedCell must not be copied after first use. In
+// Go memory-model terms, an admission (a successful CompareAndSwap)
+// synchronizes before every later call that observes the state it stored.
+type FixedCell struct {
+	state atomic.Uint64
+}
+
+// AllowN reports whether n events are admitted at now under p, and counts
+// them if so.
+func (c *FixedCell) AllowN(p *FixedParams, now int64, n int) bool {
+	_, ok := c.AdmitN(p, now, n)
+	return ok
+}
+
+// AdmitN is AllowN that also returns the state it stored, for Refund.
+func (c *FixedCell) AdmitN(p *FixedParams, now int64, n int) (admitted uint64, ok bool) {
+	for {
+		old := c.state.Load()
+		next, ok := p.Admit(old, now, n)
+		if !ok {
+			return 0, false // a denial stores nothing
+		}
+		if c.state.CompareAndSwap(old, next) {
+			return next, true
+		}
+		// Lost a race: decide again on the winner's state. The index only
+		// grows, so a now that went stale meanwhile cannot rewind it.
+	}
+}
+
+// DecideN is AllowN with the whole decision.
+func (c *FixedCell) DecideN(p *FixedParams, now int64, n int) gcra.Decision {
+	for {
+		old := c.state.Load()
+		next, d := p.Decide(old, now, n)
+		if !d.Allowed || c.state.CompareAndSwap(old, next) {
+			return d
+		}
+	}
+}
+
+// PeekN returns the decision AllowN would make, without counting anything.
+func (c *FixedCell) PeekN(p *FixedParams, now int64, n int) gcra.Decision {
+	_, d := p.Decide(c.state.Load(), now, n)
+	return d
+}
+
+// Refund gives back the n events of the admission that stored admitted
+// (see FixedParams.Refund), and reports whether it did.
+func (c *FixedCell) Refund(p *FixedParams, admitted uint64, n int) bool {
+	for {
+		old := c.state.Load()
+		back, ok := p.Refund(old, admitted, n)
+		if !ok {
+			return false
+		}
+		if c.state.CompareAndSwap(old, back) {
+			return true
+		}
+	}
+}
+
+// Load returns the packed state (for tests and diagnostics).
+func (c *FixedCell) Load() uint64 { return c.state.Load() }

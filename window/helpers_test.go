@@ -1,0 +1,63 @@
+package window_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+// fakeClock is a Clock that moves only when told; safe for concurrent use.
+type fakeClock struct {
+	base time.Time
+	ns   atomic.Int64
+}
+
+// t0 is a UTC midnight, so that AlignUTC boundaries fall on round offsets.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newFakeClock() *fakeClock { return &fakeClock{base: t0} }
+
+func (c *fakeClock) Now() time.Time               { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) At(d time.Duration) time.Time { return c.base.Add(d) }
+func (c *fakeClock) Set(d time.Duration)          { c.ns.Store(int64(d)) }
+func (c *fakeClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.ns.Add(int64(d)))
+}
+
+func mustFixed(t testing.TB, n int, period time.Duration, start int64) *window.FixedParams {
+	t.Helper()
+	p, err := window.NewFixedParams(n, period, start)
+	require.NoError(t, err)
+	return &p
+}
+
+func mustCounter(t testing.TB, n int, period time.Duration, start int64) *window.CounterParams {
+	t.Helper()
+	p, err := window.NewCounterParams(n, period, start)
+	require.NoError(t, err)
+	return &p
+}
+
+func mustLog(t testing.TB, n int, period time.Duration) *window.LogParams {
+	t.Helper()
+	p, err := window.NewLogParams(n, period)
+	require.NoError(t, err)
+	return &p
+}
+
+// maxInWindow returns the largest number of the sorted times ts that lie in
+// one rolling window (t − w, t], over every t.
+func maxInWindow(ts []int64, w int64) int {
+	best, lo := 0, 0
+	for hi := range ts {
+		for ts[lo] <= ts[hi]-w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}

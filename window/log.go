@@ -1,0 +1,236 @@
+package window
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// MaxLogLimit is the largest N a sliding log accepts: its ring takes 8·N
+// bytes (128 MiB at this limit).
+const MaxLogLimit = 1 << 24
+
+// LogParams are a validated exact sliding-log limit: at most N events in
+// any rolling window (t − W, t], for every t. They are immutable and safe to
+// share.
+//
+// The log remembers, for each of the last N admissions, the instant it
+// leaves the rolling window: its expiry u = e + W, e being the admission's
+// effective time, the latest now of all admissions up to and including it
+// (so the expiries of successive admissions never decrease, even when
+// concurrent callers bring stale nows). Admission k is admitted at now iff
+// admission k−N has expired:
+//
+//	admit ⇔ u[k−N] ≤ now;   u[k] = max(now + W, u[k−1])
+//
+// Why at most N in any window, for the nows the callers passed: suppose N+1
+// admitted calls had nows in (t − W, t]. Let k be the last of them in
+// admission order. Of the other N, all earlier than k, at least one has
+// order j ≤ k−N (only N−1 orders lie between k−N and k). Its now is at most
+// e[k−N], the running maximum up to k−N, so now_j ≤ u[k−N] − W ≤ now_k − W
+// ≤ t − W: outside the window, a contradiction. The argument needs only that
+// admissions are ordered and that each compares against the expiry of the
+// admission N before it in that order; the LogRing provides both without
+// locks.
+type LogParams struct {
+	limit  int
+	period int64
+}
+
+// NewLogParams validates a limit of n events per rolling window of length
+// period. Errors wrap ErrInvalidLimit, ErrInvalidPeriod or ErrOverflow
+// (n > MaxLogLimit).
+func NewLogParams(n int, period time.Duration) (LogParams, error) {
+	if _, err := validate(1, period, 0, 1); err != nil {
+		return LogParams{}, err
+	}
+	if n < 1 {
+		return LogParams{}, fmt.Errorf("%w: %d (must be at least 1)", ErrInvalidLimit, n)
+	}
+	if n > MaxLogLimit {
+		return LogParams{}, fmt.Errorf("%w: sliding log of %d slots (at most %d)", ErrOverflow, n, MaxLogLimit)
+	}
+	return LogParams{limit: n, period: int64(period)}, nil
+}
+
+// Limit returns N.
+func (p *LogParams) Limit() int { return p.limit }
+
+// Period returns W.
+func (p *LogParams) Period() time.Duration { return time.Duration(p.period) }
+
+// Admit decides one event at now, given the expiry of the admission N before
+// it (oldest) and of the latest one (latest). It returns the expiry to
+// record and whether the event is admitted. Expiries are at most
+// MaxNow + MaxSpan = 2^62: they fit 63 bits.
+func (p *LogParams) Admit(oldest, latest, now int64) (u int64, ok bool) {
+	if oldest > now {
+		return 0, false
+	}
+	return max(now+p.period, latest), true
+}
+
+// Decide is Admit with the decision, except Remaining, which needs the
+// whole ring (LogRing fills it in). RetryAfter (denied) is oldest − now: when
+// the N-th latest admission leaves the window. ResetAfter is the time until
+// the latest admission leaves it.
+func (p *LogParams) Decide(oldest, latest, now int64) (u int64, d gcra.Decision) {
+	u, ok := p.Admit(oldest, latest, now)
+	d.Allowed = ok
+	if !ok {
+		d.RetryAfter = time.Duration(oldest - now)
+		u = latest
+	}
+	d.ResetAfter = time.Duration(max(u-now, 0))
+	return u, d
+}
+
+// lapBit marks, in a slot, the parity of the lap of the admission stored in
+// it: admission k belongs to lap ⌊k/N⌋ + 1, so the zero slots are lap 0 (the
+// admissions −N … −1, expired at time 0).
+const lapBit = 1 << 63
+
+// A LogRing is the ring of an exact sliding log: N slots of one word each plus a
+// head word, 8·N + 64 bytes. It is lock-free: no call waits for another, and
+// a call is delayed only by admissions that succeed meanwhile. A denial
+// writes nothing. It must not be copied after first use.
+//
+// Slot k mod N holds admission k's expiry u (bits 62..0) and the parity of
+// its lap (bit 63); head counts the admissions, lagging the admissions
+// written by at most one. Admission k, at now:
+//
+//  1. load head (= k), the predecessor slot (k−1) mod N and slot k mod N,
+//     then head again; retry if it moved. While head == k, the admissions
+//     written are 0…k−1 or 0…k, so the predecessor slot holds u[k−1] and slot
+//     k mod N holds u[k−N] (lap parity of k−N) or u[k] (parity of k).
+//  2. If the slot holds admission k, help: CompareAndSwap head k → k+1 and
+//     retry. (The writer may have been preempted before advancing it.)
+//  3. Decide with LogParams.Admit(u[k−N], u[k−1], now); deny without writing.
+//  4. CompareAndSwap the slot from the value loaded to (parity of k, u[k]).
+//     Success is the linearization point of admission k; then advance head
+//     (a failed CompareAndSwap means someone helped).
+//
+// Why the slot CompareAndSwap cannot succeed on a stale view (ABA): each
+// write to a slot raises its expiry by at least W ≥ 1 (u[k] ≥ now + W ≥
+// u[k−N] + W, the admission test), so a slot never holds the same word
+// twice. If the CompareAndSwap in 4 succeeds, the slot still holds u[k−N]:
+// admission k is not written, and head having been k, exactly 0…k−1 are.
+// The admission is therefore number k, decided against u[k−N] and u[k−1] as
+// the proof in LogParams requires. One parity bit is enough to tell u[k−N]
+// from u[k] in step 1, because head pins the slot to one of those two.
+type LogRing struct {
+	head atomic.Uint64
+	//lint:ignore U1000 keeps head alone on its cache line
+	_     [cacheLine - 8]byte
+	slots []atomic.Uint64 // N slots; the zero slot is expired at time 0
+}
+
+// NewLogRing returns the ring for p.
+func NewLogRing(p *LogParams) *LogRing { return &LogRing{slots: make([]atomic.Uint64, p.limit)} }
+
+// Allow reports whether one event is admitted at now under p (the p the
+// ring was made for) and records it if so.
+func (l *LogRing) Allow(p *LogParams, now int64) bool {
+	ok, _, _ := l.admit(p, now, false)
+	return ok
+}
+
+// admit runs the protocol above. With peek it stops after deciding. It
+// returns the decision, the expiry stored (or that of the latest admission)
+// and the oldest expiry it compared against.
+func (l *LogRing) admit(p *LogParams, now int64, peek bool) (ok bool, u, oldest int64) {
+	n := uint64(len(l.slots))
+	for {
+		k := l.head.Load()
+		i, j := k%n, (k+n-1)%n
+		lap := (k/n + 1) << 63 // parity of k's lap, in bit 63
+		// First the predecessor, then the slot, then head again: both loads
+		// fall inside a stretch where head == k.
+		latest := l.slots[j].Load()
+		cur := l.slots[i].Load()
+		if l.head.Load() != k {
+			continue
+		}
+		if cur&lapBit == lap {
+			l.head.CompareAndSwap(k, k+1) // admission k is written: help
+			continue
+		}
+		oldest = int64(cur &^ lapBit)
+		u, ok = p.Admit(oldest, int64(latest&^lapBit), now)
+		if !ok || peek {
+			return ok, max(u, int64(latest&^lapBit)), oldest
+		}
+		if l.slots[i].CompareAndSwap(cur, lap|uint64(u)) {
+			l.head.CompareAndSwap(k, k+1) // fails only if someone helped
+			return true, u, oldest
+		}
+	}
+}
+
+// Admits reports whether Allow would admit at now, writing nothing.
+func (l *LogRing) Admits(p *LogParams, now int64) bool {
+	ok, _, _ := l.admit(p, now, true)
+	return ok
+}
+
+// State describes the ring at now without a request: Remaining (see
+// Decide), ResetAfter (until the latest admission leaves the window) and
+// TokenAfter (until the oldest one does, when Remaining is 0).
+func (l *LogRing) State(p *LogParams, now int64) gcra.Decision {
+	n := uint64(len(l.slots))
+	k := l.head.Load()
+	latest := int64(l.slots[(k+n-1)%n].Load() &^ lapBit)
+	d := gcra.Decision{Remaining: l.expired(now), ResetAfter: time.Duration(max(latest-now, 0))}
+	if d.Remaining == 0 {
+		d.TokenAfter = time.Duration(max(int64(l.slots[k%n].Load()&^lapBit)-now, 0))
+	}
+	return d
+}
+
+// Decide is Allow with the whole decision. Remaining counts the slots of the
+// ring that have expired at now after the call; it reads the ring without a
+// snapshot, so it is exact only when no other call runs concurrently.
+func (l *LogRing) Decide(p *LogParams, now int64) gcra.Decision {
+	return l.decide(p, now, false)
+}
+
+// Peek returns the decision Allow would make, without recording anything.
+func (l *LogRing) Peek(p *LogParams, now int64) gcra.Decision {
+	return l.decide(p, now, true)
+}
+
+func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
+	ok, u, oldest := l.admit(p, now, peek)
+	d := gcra.Decision{Allowed: ok, ResetAfter: time.Duration(max(u-now, 0))}
+	if !ok {
+		d.RetryAfter = time.Duration(oldest - now)
+	}
+	d.Remaining = l.expired(now)
+	if d.Remaining == 0 {
+		d.TokenAfter = time.Duration(max(int64(l.slots[l.head.Load()%uint64(len(l.slots))].Load()&^lapBit)-now, 0))
+	}
+	return d
+}
+
+// expired counts the slots whose admission has left the window at now, by
+// binary search over the ring in admission order (expiries never decrease
+// along it): the ring's N admissions from head−N to head−1.
+func (l *LogRing) expired(now int64) int {
+	n := uint64(len(l.slots))
+	k := l.head.Load()
+	lo, hi := uint64(0), n // count of expired among the oldest-first order
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if int64(l.slots[(k+mid)%n].Load()&^lapBit) <= now {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return int(lo)
+}
+
+// Len returns N, the number of slots.
+func (l *LogRing) Len() int { return len(l.slots) }

@@ -1,0 +1,113 @@
+package window_test
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+// 3 per second, exact: a timeline with a stale now and a jump back.
+func TestLogTimeline(t *testing.T) {
+	const ms = time.Millisecond
+	lim, err := window.NewLog(3, time.Second, window.WithClock(newFakeClock()))
+	require.NoError(t, err)
+	ref := newRefLog(3, time.Second)
+	for i, s := range []step{
+		{at: 0, n: 1, ok: true, remaining: 2},
+		{at: 400 * ms, n: 1, ok: true, remaining: 1},
+		{at: 800 * ms, n: 1, ok: true, remaining: 0},
+		{at: 999 * ms, n: 1, ok: false, remaining: 0, retry: 1 * ms},
+		{at: 1000 * ms, n: 1, ok: true, remaining: 0}, // the one at 0 has left
+		{at: 1300 * ms, n: 1, ok: false, remaining: 0, retry: 100 * ms},
+		{at: 1400 * ms, n: 1, ok: true, remaining: 0},
+		{at: 500 * ms, n: 1, ok: false, remaining: 0, retry: 1300 * ms}, // stale: the N-th latest (800ms) leaves at 1800ms
+		{at: 1800 * ms, n: 1, ok: true, remaining: 0},
+		{at: 5 * time.Second, n: 1, ok: true, remaining: 2},
+	} {
+		d := lim.DecideAt(t0.Add(s.at), s.n)
+		r := ref.request(int64(s.at))
+		assert.Equal(t, s.ok, d.Allowed, "step %d (at %v): allowed", i, s.at)
+		assert.Equal(t, s.remaining, d.Remaining, "step %d: remaining", i)
+		assert.Equal(t, s.retry, d.RetryAfter, "step %d: retry", i)
+		assert.Equal(t, r, refDecision{d.Allowed, d.Remaining, d.RetryAfter}, "step %d: reference", i)
+	}
+	d := lim.PeekAt(t0.Add(5*time.Second), 2)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, gcra.Never, d.RetryAfter, "one event per call")
+	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 2))
+	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 0))
+}
+
+// checkLogSequence runs nows through a ring and the reference, and checks
+// the guarantee itself on the nows admitted.
+func checkLogSequence(t *testing.T, limit int, period time.Duration, nows []int64) {
+	t.Helper()
+	p := mustLog(t, limit, period)
+	ring := window.NewLogRing(p)
+	ref := newRefLog(limit, period)
+	var admitted []int64
+	for i, now := range nows {
+		d := ring.Decide(p, now)
+		r := ref.request(now)
+		require.Equal(t, r, refDecision{d.Allowed, d.Remaining, d.RetryAfter}, "step %d: now %d", i, now)
+		if d.Allowed {
+			admitted = append(admitted, now)
+		} else {
+			require.True(t, ring.Peek(p, now+int64(d.RetryAfter)).Allowed, "step %d: admitted after RetryAfter", i)
+			require.False(t, ring.Peek(p, now+int64(d.RetryAfter)-1).Allowed, "step %d: denied 1ns before", i)
+		}
+	}
+	slices.Sort(admitted)
+	require.LessOrEqual(t, maxInWindow(admitted, int64(period)), limit, "at most N in any rolling window")
+}
+
+func TestLogMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := 0; trial < 300; trial++ {
+		limit := 1 + rng.IntN(6)
+		period := time.Duration(1 + rng.Int64N(1000))
+		var nows []int64
+		now := int64(0)
+		for i := 0; i < 100; i++ {
+			now = max(now+rng.Int64N(int64(period))/int64(limit)-int64(period)/8, 0)
+			nows = append(nows, now)
+		}
+		checkLogSequence(t, limit, period, nows)
+	}
+}
+
+// The fixed window's boundary burst does not happen here: the same traffic
+// as TestFixedBoundaryBurst admits N, and N more only a whole W after the
+// first N.
+func TestLogNoBoundaryBurst(t *testing.T) {
+	const n = 10
+	lim, err := window.NewLog(n, time.Minute, window.WithClock(newFakeClock()))
+	require.NoError(t, err)
+	var admitted []int64
+	for _, at := range []time.Duration{time.Minute - time.Millisecond, time.Minute, 2*time.Minute - 2*time.Millisecond, 2*time.Minute - time.Millisecond} {
+		for lim.AllowN(t0.Add(at), 1) {
+			admitted = append(admitted, int64(at))
+		}
+	}
+	require.Len(t, admitted, 2*n)
+	assert.Equal(t, int64(time.Minute-time.Millisecond), admitted[n-1])
+	assert.Equal(t, int64(2*time.Minute-time.Millisecond), admitted[n], "the next N only when the first N have left the window")
+	assert.Equal(t, n, maxInWindow(admitted, int64(time.Minute)))
+}
+
+func TestLogErrors(t *testing.T) {
+	_, err := window.NewLog(0, time.Second)
+	assert.ErrorIs(t, err, window.ErrInvalidLimit)
+	_, err = window.NewLog(1, 0)
+	assert.ErrorIs(t, err, window.ErrInvalidPeriod)
+	_, err = window.NewLog(window.MaxLogLimit+1, time.Second)
+	assert.ErrorIs(t, err, window.ErrOverflow)
+	assert.Contains(t, err.Error(), "window: ")
+}
