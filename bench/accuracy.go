@@ -56,8 +56,9 @@ func algorithms() []algorithm {
 // accRow is one algorithm's results, one entry per offered rate.
 type accRow struct {
 	name     string
-	admitted []float64 // per second, over the run
-	worst    []int     // most admitted in any rolling 1 s window
+	admitted []float64 // per second, over the run, evenly spaced arrivals
+	worst    []int     // most admitted in any rolling 1 s window, evenly spaced
+	clumped  []int     // the same with clumped arrivals (clumpedArrivals)
 }
 
 func measureAccuracy() []accRow {
@@ -66,20 +67,56 @@ func measureAccuracy() []accRow {
 	for _, alg := range algorithms() {
 		row := accRow{name: alg.name}
 		for _, offered := range offeredRates {
-			decide := alg.make(t0)
-			step := time.Second / time.Duration(offered)
-			var at []time.Duration
-			for d := time.Duration(0); d < accuracyRun; d += step {
-				if decide(t0.Add(d)) {
-					at = append(at, d)
-				}
-			}
+			at := admittedAt(alg, t0, evenArrivals(offered))
 			row.admitted = append(row.admitted, float64(len(at))/accuracyRun.Seconds())
 			row.worst = append(row.worst, worstWindow(at, time.Second))
+			row.clumped = append(row.clumped, worstWindow(admittedAt(alg, t0, clumpedArrivals(offered)), time.Second))
 		}
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// admittedAt offers requests at the given instants (after t0) to a fresh
+// limiter and returns the instants it admitted.
+func admittedAt(alg algorithm, t0 time.Time, arrivals []time.Duration) []time.Duration {
+	decide := alg.make(t0)
+	var at []time.Duration
+	for _, d := range arrivals {
+		if decide(t0.Add(d)) {
+			at = append(at, d)
+		}
+	}
+	return at
+}
+
+// evenArrivals spaces offered requests per second evenly over the run.
+func evenArrivals(offered int) []time.Duration {
+	var out []time.Duration
+	step := time.Second / time.Duration(offered)
+	for d := time.Duration(0); d < accuracyRun; d += step {
+		out = append(out, d)
+	}
+	return out
+}
+
+// clumpedArrivals puts each second's offered requests in 10 ms: the last
+// 10 ms of even seconds and the first 10 ms of odd ones, so that two clumps
+// meet at every other second boundary: the traffic that finds a fixed
+// window's boundary burst.
+func clumpedArrivals(offered int) []time.Duration {
+	var out []time.Duration
+	step := 10 * time.Millisecond / time.Duration(offered)
+	for s := time.Duration(0); s < accuracyRun; s += time.Second {
+		start := s
+		if s/time.Second%2 == 0 {
+			start += 990 * time.Millisecond
+		}
+		for i := range offered {
+			out = append(out, start+time.Duration(i)*step)
+		}
+	}
+	return out
 }
 
 // worstWindow returns the most instants of at (sorted) inside any window

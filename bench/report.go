@@ -113,10 +113,13 @@ func writeReport(o options, res results, lat []latResult, acc []accRow, benchsta
 	accTable(w, acc, func(row accRow, i int) string { return fmt.Sprintf("%.2f", row.admitted[i]) })
 	w("\nThe most admitted in any rolling one-second window (the limit says %d):\n\n", accuracyLimit)
 	accTable(w, acc, func(row accRow, i int) string { return fmt.Sprint(row.worst[i]) })
+	w("\nThe same with clumped traffic, which finds window edges: each second's requests arrive within 10 ms, at the end of even seconds and at the start of odd ones, so two clumps meet at every other second boundary:\n\n")
+	accTable(w, acc, func(row accRow, i int) string { return fmt.Sprint(row.clumped[i]) })
 	w("\nReading the tables:\n\n")
 	w("- A token bucket with burst B admits at most B + W/T in any window W: 20 here with burst 10. With evenly spaced arrivals, 19 fit in a one-second window. Burst 1 is the hard limit: at most one per T, so at most 10 in any second.\n")
 	w("- With burst 1, offered 25/s admits 8.33/s, below the limit. The arrivals come every 40 ms, so after each admission the next conforming instant (+100 ms) falls between two arrivals, and the request is admitted up to 20 ms late: one slot in six is lost. Any burst ≥ 2 absorbs that jitter. This is the price of a hard limit, not an error.\n")
-	w("- Over the minute, burst 10 admits 10.15/s: the initial burst of 10 spread over 60 s.\n\n")
+	w("- Over the minute, burst 10 admits 10.15/s: the initial burst of 10 spread over 60 s.\n")
+	w("- Clumped traffic shows the fixed window's boundary burst: the clump at the end of one window and the clump at the start of the next fall within 20 ms, and both are admitted in full: 2N. The sliding log never passes N; the sliding-window counter stays below 2N by weighting the previous window; GCRA admits its burst plus what refilled.\n\n")
 
 	w("## Charts\n\n")
 	for _, c := range charts {
