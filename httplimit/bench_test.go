@@ -1,0 +1,143 @@
+package httplimit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// allowAll is a limiter whose allow path is the real one (a CAS per
+// request) but which never runs dry: T = 1ns, B = 100, so the bucket is full
+// again long before the next request, and r = 99 has a precomputed value.
+func allowAll[K comparable](b *testing.B) *atomicbucket.Keyed[K] {
+	lim, err := atomicbucket.NewKeyed[K](gcra.PerSecond(1_000_000_000), 100, atomicbucket.WithSweepInterval(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return lim
+}
+
+func benchServe(b *testing.B, h http.Handler, r *http.Request, wantStatus int) {
+	w := newReuseWriter()
+	h.ServeHTTP(w, r) // create the key off the clock
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		w.reset()
+		h.ServeHTTP(w, r)
+	}
+	b.StopTimer()
+	if w.status != wantStatus {
+		b.Fatalf("status %d, want %d", w.status, wantStatus)
+	}
+}
+
+// BenchmarkMiddleware measures the middleware's overhead per request against
+// the bare handler, on a ResponseWriter reused between requests (so the
+// allocations counted are the middleware's own). headers=none is the
+// limiter alone; the difference to headers=default is the header writes.
+func BenchmarkMiddleware(b *testing.B) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "203.0.113.9:4711"
+	b.Run("handler=bare", func(b *testing.B) { benchServe(b, okHandler, r, 200) })
+	for _, tc := range []struct {
+		name    string
+		headers HeaderSet
+		hook    Hook
+	}{
+		{"headers=none", HeadersNone, nil},
+		{"headers=none/hook=on", HeadersNone, NopHook{}},
+		{"headers=default", DefaultHeaders, nil},
+		{"headers=all", AllHeaders, nil},
+	} {
+		b.Run("handler=limited/key=remote/"+tc.name, func(b *testing.B) {
+			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}, Headers: tc.headers, Hook: tc.hook})
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchServe(b, m.Handler(okHandler), r, 200)
+		})
+	}
+	b.Run("handler=limited/key=xff/headers=default", func(b *testing.B) {
+		key, _ := ClientIP(IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
+		m, _ := New(Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}})
+		r := r.Clone(r.Context())
+		r.RemoteAddr = "10.0.0.1:4711"
+		r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.0.0.2")
+		benchServe(b, m.Handler(okHandler), r, 200)
+	})
+	b.Run("handler=denied/key=remote/headers=default", func(b *testing.B) {
+		lim, _ := atomicbucket.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomicbucket.WithSweepInterval(0))
+		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}})
+		benchServe(b, m.Handler(okHandler), r, 429)
+	})
+}
+
+// BenchmarkMiddlewareRecorder is BenchmarkMiddleware with a new
+// httptest.ResponseRecorder per request, as a handler test would use.
+func BenchmarkMiddlewareRecorder(b *testing.B) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "203.0.113.9:4711"
+	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"handler=bare", okHandler},
+		{"handler=limited/headers=default", m.Handler(okHandler)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			tc.h.ServeHTTP(httptest.NewRecorder(), r)
+			b.ReportAllocs()
+			for range b.N {
+				w := httptest.NewRecorder()
+				tc.h.ServeHTTP(w, r)
+			}
+		})
+	}
+}
+
+// BenchmarkKeyType compares keying the limiter by netip.Prefix (ClientIP)
+// with keying it by the prefix's string form (IPString): key function plus
+// decision, 1024 distinct clients.
+func BenchmarkKeyType(b *testing.B) {
+	reqs := make([]*http.Request, 1024)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/", nil)
+		reqs[i].RemoteAddr = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)}), 1).String()
+	}
+	b.Run("key=prefix", func(b *testing.B) {
+		lim := allowAll[netip.Prefix](b)
+		for _, r := range reqs {
+			k, _ := RemoteIP(r)
+			lim.Decide(k, 1)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			k, _ := RemoteIP(reqs[i%len(reqs)])
+			lim.Decide(k, 1)
+		}
+	})
+	b.Run("key=string", func(b *testing.B) {
+		lim := allowAll[string](b)
+		key := IPString(RemoteIP)
+		for _, r := range reqs {
+			k, _ := key(r)
+			lim.Decide(k, 1)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			k, _ := key(reqs[i%len(reqs)])
+			lim.Decide(k, 1)
+		}
+	})
+}

@@ -1,0 +1,202 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+type ipCase struct {
+	name   string
+	remote string
+	xff    []string // X-Forwarded-For lines
+	fwd    []string // Forwarded lines
+	want   string   // the key prefix
+}
+
+func runIPCases(t *testing.T, o IPOptions, cases []ipCase) {
+	t.Helper()
+	key, err := ClientIP(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		for _, v := range tc.fwd {
+			r.Header.Add("Forwarded", v)
+		}
+		got, err := key(r)
+		if err != nil {
+			t.Errorf("%s: key error %v", tc.name, err)
+			continue
+		}
+		if want := netip.MustParsePrefix(tc.want); got != want {
+			t.Errorf("%s: key = %v, want %v", tc.name, got, want)
+		}
+	}
+}
+
+var proxies = []netip.Prefix{mustPrefix("10.0.0.0/8"), mustPrefix("2001:db8:ffff::/48")}
+
+func TestClientIPNoTrustedProxies(t *testing.T) {
+	runIPCases(t, IPOptions{}, []ipCase{
+		{"plain IPv4", "203.0.113.9:1234", nil, nil, "203.0.113.9/32"},
+		{"spoofed XFF ignored", "203.0.113.9:1234", []string{"1.2.3.4"}, nil, "203.0.113.9/32"},
+		{"spoofed Forwarded ignored", "203.0.113.9:1234", nil, []string{"for=1.2.3.4"}, "203.0.113.9/32"},
+		{"spoofed XFF naming a proxy ignored", "203.0.113.9:1234", []string{"10.0.0.1"}, nil, "203.0.113.9/32"},
+		{"IPv6 grouped by /64", "[2001:db8:1:2:3:4:5:6]:80", nil, nil, "2001:db8:1:2::/64"},
+		{"IPv4-mapped IPv6 is the IPv4 client", "[::ffff:192.0.2.1]:80", nil, nil, "192.0.2.1/32"},
+		{"zone dropped", "[fe80::1%eth0]:80", nil, nil, "fe80::/64"},
+		{"no port", "192.0.2.1", nil, nil, "192.0.2.1/32"},
+	})
+}
+
+func TestClientIPUntrustedPeerCannotSpoof(t *testing.T) {
+	// The peer is not a proxy: whatever it sends, the key is the peer.
+	runIPCases(t, IPOptions{TrustedProxies: proxies}, []ipCase{
+		{"XFF", "203.0.113.9:1", []string{"198.51.100.1"}, nil, "203.0.113.9/32"},
+		{"XFF chain through a trusted address", "203.0.113.9:1", []string{"198.51.100.1, 10.0.0.1"}, nil, "203.0.113.9/32"},
+		{"several XFF lines", "203.0.113.9:1", []string{"198.51.100.1", "10.0.0.2"}, nil, "203.0.113.9/32"},
+		{"Forwarded is not even the configured header", "203.0.113.9:1", nil, []string{"for=198.51.100.1"}, "203.0.113.9/32"},
+		{"IPv6 peer", "[2001:db8:1::5]:1", []string{"198.51.100.1"}, nil, "2001:db8:1::/64"},
+	})
+}
+
+func TestClientIPTrustedXFF(t *testing.T) {
+	runIPCases(t, IPOptions{TrustedProxies: proxies}, []ipCase{
+		{"one proxy", "10.0.0.1:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"spoofed leftmost entries", "10.0.0.1:1", []string{"1.1.1.1, 8.8.8.8, 203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"spoofed entry naming a trusted proxy", "10.0.0.1:1", []string{"10.0.0.7, 203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"chain of trusted proxies skipped", "10.0.0.1:1", []string{"1.1.1.1, 203.0.113.9, 10.0.0.3, 10.0.0.2"}, nil, "203.0.113.9/32"},
+		{"lines walked last to first", "10.0.0.1:1", []string{"1.1.1.1", "203.0.113.9, 10.0.0.3", "10.0.0.2"}, nil, "203.0.113.9/32"},
+		{"spoof in an earlier line", "10.0.0.1:1", []string{"1.1.1.1, 2.2.2.2", "203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"no header: the proxy itself", "10.0.0.1:1", nil, nil, "10.0.0.1/32"},
+		{"all entries trusted: the leftmost", "10.0.0.1:1", []string{"10.0.0.5, 10.0.0.3"}, nil, "10.0.0.5/32"},
+		{"empty elements skipped", "10.0.0.1:1", []string{"203.0.113.9,, ,"}, nil, "203.0.113.9/32"},
+		{"entry with port", "10.0.0.1:1", []string{"203.0.113.9:4711"}, nil, "203.0.113.9/32"},
+		{"IPv6 entry", "10.0.0.1:1", []string{"2001:db8:1:2:3::9"}, nil, "2001:db8:1:2::/64"},
+		{"bracketed IPv6 entry with port", "10.0.0.1:1", []string{"[2001:db8:1:2::9]:443"}, nil, "2001:db8:1:2::/64"},
+		{"IPv4-mapped entry", "10.0.0.1:1", []string{"::ffff:203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"IPv6 proxy", "[2001:db8:ffff::1]:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"proxy via IPv4-mapped address", "[::ffff:10.0.0.1]:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"Forwarded ignored when XFF is configured", "10.0.0.1:1", nil, []string{"for=203.0.113.9"}, "10.0.0.1/32"},
+		// Malformed entries: never reached when an untrusted entry lies to
+		// their right; otherwise the key is the trusted hop that sent them.
+		{"garbage left of the client", "10.0.0.1:1", []string{"garbage, <script>, 203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"garbage from the trusted hop", "10.0.0.1:1", []string{"203.0.113.9, garbage"}, nil, "10.0.0.1/32"},
+		{"unknown behind a second proxy", "10.0.0.1:1", []string{"203.0.113.9, unknown, 10.0.0.2"}, nil, "10.0.0.2/32"},
+		{"address with zone", "10.0.0.1:1", []string{"fe80::1%eth0"}, nil, "fe80::/64"},
+		{"CIDR is not an address", "10.0.0.1:1", []string{"203.0.113.0/24"}, nil, "10.0.0.1/32"},
+	})
+}
+
+func TestClientIPTrustedForwarded(t *testing.T) {
+	runIPCases(t, IPOptions{TrustedProxies: proxies, Header: Forwarded}, []ipCase{
+		{"RFC 7239 example", "10.0.0.1:1", nil, []string{"for=192.0.2.60;proto=http;by=203.0.113.43"}, "192.0.2.60/32"},
+		{"quoted IPv6 with port", "10.0.0.1:1", nil, []string{`for="[2001:db8:cafe::17]:4711"`}, "2001:db8:cafe::/64"},
+		{"case-insensitive name", "10.0.0.1:1", nil, []string{"For=192.0.2.60"}, "192.0.2.60/32"},
+		{"spoofed leftmost element", "10.0.0.1:1", nil, []string{"for=1.1.1.1, for=203.0.113.9"}, "203.0.113.9/32"},
+		{"trusted hops skipped", "10.0.0.1:1", nil, []string{"for=1.1.1.1, for=203.0.113.9;proto=https, for=10.0.0.2"}, "203.0.113.9/32"},
+		{"lines walked last to first", "10.0.0.1:1", nil, []string{"for=1.1.1.1", "for=203.0.113.9"}, "203.0.113.9/32"},
+		{"spoof with a quoted comma", "10.0.0.1:1", nil, []string{`for="1.1.1.1, for=9.9.9.9", for=203.0.113.9`}, "203.0.113.9/32"},
+		{"spoof with an unterminated quote", "10.0.0.1:1", nil, []string{`for="1.1.1.1, for=203.0.113.9`}, "203.0.113.9/32"},
+		{"spoof with escaped quotes", "10.0.0.1:1", nil, []string{`for="x\", for=9.9.9.9", for=203.0.113.9`}, "203.0.113.9/32"},
+		{"spoof ending in a backslash", "10.0.0.1:1", nil, []string{`for="x\, for="[2001:db8:1::1]"`}, "2001:db8:1::/64"},
+		{"obfuscated port", "10.0.0.1:1", nil, []string{`for="192.0.2.60:_p1"`}, "192.0.2.60/32"},
+		{"XFF ignored when Forwarded is configured", "10.0.0.1:1", []string{"203.0.113.9"}, nil, "10.0.0.1/32"},
+		{"unknown node: the trusted hop", "10.0.0.1:1", nil, []string{"for=unknown"}, "10.0.0.1/32"},
+		{"obfuscated node: the trusted hop", "10.0.0.1:1", nil, []string{"for=203.0.113.9, for=_hidden, for=10.0.0.2"}, "10.0.0.2/32"},
+		{"two for= in an element", "10.0.0.1:1", nil, []string{"for=203.0.113.9;for=1.1.1.1"}, "10.0.0.1/32"},
+		{"element without for=", "10.0.0.1:1", nil, []string{"proto=https"}, "10.0.0.1/32"},
+		{"unquoted IPv6 is malformed", "10.0.0.1:1", nil, []string{"for=2001:db8::1"}, "10.0.0.1/32"},
+		{"unbracketed IPv6 is malformed", "10.0.0.1:1", nil, []string{`for="2001:db8::1"`}, "10.0.0.1/32"},
+		{"bad port", "10.0.0.1:1", nil, []string{"for=\"192.0.2.60:123456\""}, "10.0.0.1/32"},
+		{"unterminated quote from the trusted hop", "10.0.0.1:1", nil, []string{`for=203.0.113.9, for="10.0.0.2`}, "10.0.0.1/32"},
+	})
+}
+
+func TestClientIPGrouping(t *testing.T) {
+	runIPCases(t, IPOptions{IPv6Bits: 48, IPv4Bits: 24}, []ipCase{
+		{"IPv6 /48", "[2001:db8:1:2::1]:1", nil, nil, "2001:db8:1::/48"},
+		{"IPv4 /24", "192.0.2.200:1", nil, nil, "192.0.2.0/24"},
+		{"IPv4-mapped grouped as IPv4", "[::ffff:192.0.2.200]:1", nil, nil, "192.0.2.0/24"},
+	})
+	// Two addresses in one /64 share a bucket; the next /64 does not.
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	key, _ := ClientIP(IPOptions{})
+	h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}}).Handler(okHandler)
+	if w := do(h, "GET", "/", "[2001:db8:0:1::1]:1"); w.Code != 200 {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	if w := do(h, "GET", "/", "[2001:db8:0:1:ffff::2]:1"); w.Code != 429 {
+		t.Errorf("same /64: %d, want 429", w.Code)
+	}
+	if w := do(h, "GET", "/", "[2001:db8:0:2::1]:1"); w.Code != 200 {
+		t.Errorf("next /64: %d, want 200", w.Code)
+	}
+}
+
+func TestClientIPMappedTrustedProxy(t *testing.T) {
+	// A trusted prefix given in IPv4-mapped form matches the IPv4 peer.
+	runIPCases(t, IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("::ffff:10.0.0.0/104")}}, []ipCase{
+		{"mapped prefix", "10.1.2.3:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
+	})
+}
+
+func TestClientIPOptionsErrors(t *testing.T) {
+	for _, o := range []IPOptions{
+		{IPv6Bits: 129}, {IPv6Bits: -1}, {IPv4Bits: 33}, {Header: 7},
+		{TrustedProxies: []netip.Prefix{{}}},
+	} {
+		if _, err := ClientIP(o); !errors.Is(err, ErrIPOptions) {
+			t.Errorf("ClientIP(%+v) error = %v, want ErrIPOptions", o, err)
+		}
+	}
+}
+
+func TestClientIPBadRemoteAddr(t *testing.T) {
+	for _, ra := range []string{"", "pipe", "@", "example.com:80", "1.2.3.4:port"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = ra
+		if _, err := RemoteIP(r); !errors.Is(err, ErrRemoteAddr) {
+			t.Errorf("RemoteIP(%q) error = %v, want ErrRemoteAddr", ra, err)
+		}
+	}
+	// Through the middleware: the error path, 500, and the Error hook.
+	hook := newCountingHook()
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook}).Handler(okHandler)
+	w := do(h, "GET", "/", "pipe")
+	if w.Code != http.StatusInternalServerError || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("bad RemoteAddr: %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+	if hook.errors["default"] != 1 || !errors.Is(hook.lastErr, ErrRemoteAddr) {
+		t.Errorf("hook: %v, last error %v", hook, hook.lastErr)
+	}
+	if w.Header().Get("RateLimit") != "" {
+		t.Errorf("error path wrote RateLimit %q", w.Header().Get("RateLimit"))
+	}
+}
+
+func TestClientIPAllocs(t *testing.T) {
+	key, _ := ClientIP(IPOptions{TrustedProxies: proxies, Header: Forwarded})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:1"
+	r.Header.Set("Forwarded", `for=1.1.1.1, for="[2001:db8:1::1]:80";proto=https, for=10.0.0.2`)
+	if n := testing.AllocsPerRun(100, func() { key(r) }); n != 0 {
+		t.Errorf("Forwarded walk: %v allocs, want 0", n)
+	}
+	key, _ = ClientIP(IPOptions{TrustedProxies: proxies})
+	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9, 10.0.0.2")
+	if n := testing.AllocsPerRun(100, func() { key(r) }); n != 0 {
+		t.Errorf("X-Forwarded-For walk: %v allocs, want 0", n)
+	}
+}

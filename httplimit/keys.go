@@ -1,0 +1,169 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// A KeyFunc returns the key a request is limited under: its partition. An
+// error sends the request down the error path (Config.OnError) instead.
+// Key functions run on every request: they should not allocate. All of this
+// package's do not, except Join and IPString.
+type KeyFunc[K comparable] func(r *http.Request) (K, error)
+
+// ErrNoKey is returned by a key function when the request lacks what it keys
+// on (a missing header, an empty pattern).
+var ErrNoKey = errors.New("httplimit: request has no key")
+
+// ErrInvalidKey is returned by APIKey when its validation function rejects
+// the key.
+var ErrInvalidKey = errors.New("httplimit: invalid key")
+
+// Header keys a request on the first value of the named header; a missing or
+// empty header is ErrNoKey. A header is only as trustworthy as whoever sets
+// it: use one that your own proxy or authentication layer sets and strips
+// from client requests, or a client chooses its own key, and with a new key
+// a fresh burst.
+func Header(name string) KeyFunc[string] {
+	canon := http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, error) {
+		if v := r.Header[canon]; len(v) > 0 && v[0] != "" {
+			return v[0], nil
+		}
+		return "", ErrNoKey
+	}
+}
+
+// APIKey keys a request on an API key in the named header. For the
+// Authorization header the scheme ("Bearer ", any case) is stripped; surrounding
+// whitespace is trimmed in any header. A missing key is ErrNoKey.
+//
+// valid, if not nil, must accept the key, or the request fails with
+// ErrInvalidKey. Without it any string is a key: a client that invents keys
+// gets a fresh burst with each, so either validate here (a lookup in a set of
+// issued keys, a signature check) or run the limiter after authentication.
+// The key is held in the limiter's memory while it is active: do not key on
+// secrets such as Basic credentials.
+func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
+	canon := http.CanonicalHeaderKey(header)
+	auth := canon == "Authorization"
+	return func(r *http.Request) (string, error) {
+		v := r.Header[canon]
+		if len(v) == 0 {
+			return "", ErrNoKey
+		}
+		k := trimOWS(v[0])
+		if auth {
+			if scheme, cred, ok := strings.Cut(k, " "); ok && isToken(scheme) {
+				k = trimOWS(cred)
+			}
+		}
+		if k == "" {
+			return "", ErrNoKey
+		}
+		if valid != nil && !valid(k) {
+			return "", ErrInvalidKey
+		}
+		return k, nil
+	}
+}
+
+// Route keys a request on the ServeMux pattern that matched it (r.Pattern,
+// Go 1.22 and later), so that every request to one route shares a bucket.
+// r.Pattern is set only inside the mux: wrap the route's handler
+// (mux.Handle(p, m.Handler(h))), or use RouteOf to wrap the whole mux. An
+// empty pattern is ErrNoKey.
+func Route(r *http.Request) (string, error) {
+	if r.Pattern == "" {
+		return "", ErrNoKey
+	}
+	return r.Pattern, nil
+}
+
+// RouteOf is Route for a middleware that wraps mux itself: when r.Pattern is
+// empty it asks mux which pattern the request will match (mux.Handler),
+// which repeats the mux's routing work. A request that matches no pattern
+// is ErrNoKey.
+func RouteOf(mux *http.ServeMux) KeyFunc[string] {
+	return func(r *http.Request) (string, error) {
+		if p := patternOf(r, mux); p != "" {
+			return p, nil
+		}
+		return "", ErrNoKey
+	}
+}
+
+func patternOf(r *http.Request, mux *http.ServeMux) string {
+	if r.Pattern != "" || mux == nil {
+		return r.Pattern
+	}
+	_, p := mux.Handler(r)
+	return p
+}
+
+// Method keys a request on its method ("" counts as GET, as in net/http).
+func Method(r *http.Request) (string, error) {
+	if r.Method == "" {
+		return http.MethodGet, nil
+	}
+	return r.Method, nil
+}
+
+// A Pair is a composite key of two parts. It is comparable when its parts
+// are, so a Keyed[Pair[A, B]] needs no string formatting.
+type Pair[A, B comparable] struct {
+	First  A
+	Second B
+}
+
+// Compose keys a request on both a and b: Compose(clientIP, Route) limits each
+// client on each route separately. An error from either is the error.
+func Compose[A, B comparable](a KeyFunc[A], b KeyFunc[B]) KeyFunc[Pair[A, B]] {
+	return func(r *http.Request) (Pair[A, B], error) {
+		ka, err := a(r)
+		if err != nil {
+			return Pair[A, B]{}, err
+		}
+		kb, err := b(r)
+		if err != nil {
+			return Pair[A, B]{}, err
+		}
+		return Pair[A, B]{ka, kb}, nil
+	}
+}
+
+// Join keys a request on the string keys of fs joined by sep, for composites
+// of more than two parts. It allocates the joined string on every request;
+// prefer Compose. Choose a sep that cannot occur in the parts, or two
+// different requests may share a key.
+func Join(sep string, fs ...KeyFunc[string]) KeyFunc[string] {
+	return func(r *http.Request) (string, error) {
+		var b strings.Builder
+		for i, f := range fs {
+			k, err := f(r)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(k)
+		}
+		return b.String(), nil
+	}
+}
+
+// IPString turns a client-IP key function into one that returns the prefix
+// as a string ("192.0.2.1/32"), for Join or a Keyed[string]. It allocates
+// the string on every request; a Keyed[netip.Prefix] does not need it.
+func IPString(f KeyFunc[netip.Prefix]) KeyFunc[string] {
+	return func(r *http.Request) (string, error) {
+		p, err := f(r)
+		if err != nil {
+			return "", err
+		}
+		return p.String(), nil
+	}
+}

@@ -1,0 +1,329 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A Limiter decides requests per key. *atomicbucket.Keyed[K] (and so
+// *atomiclimit.Keyed[K]) implements it; Decide and Peek read the limiter's
+// own clock (atomicbucket.WithClock makes them deterministic).
+type Limiter[K comparable] interface {
+	// Decide takes n tokens from key's bucket if it has them.
+	Decide(key K, n int) gcra.Decision
+	// Peek is Decide without taking anything.
+	Peek(key K, n int) gcra.Decision
+	// Params returns the parameters the headers describe: the limiter's
+	// default tier (see the package documentation on tiers).
+	Params() *gcra.Params
+}
+
+// A Policy is a named limit: the item the RateLimit-Policy and RateLimit
+// fields carry, and the limiter that enforces it.
+type Policy[K comparable] struct {
+	// Name identifies the policy in the headers and the hooks ("default"
+	// when empty for Config.Policy; required for Config.Routes). Printable
+	// ASCII.
+	Name    string
+	Limiter Limiter[K]
+}
+
+// ErrConfig is returned by New for an invalid Config.
+var ErrConfig = errors.New("httplimit: invalid config")
+
+// ErrCost is the error a request fails with when Config.Cost returns a
+// negative cost.
+var ErrCost = errors.New("httplimit: negative request cost")
+
+// Config configures a Middleware. Key and Policy.Limiter are required; the
+// zero value of every other field is a working default.
+type Config[K comparable] struct {
+	// Key returns a request's key (ClientIP, Header, APIKey, Route,
+	// Method, Compose, or any function).
+	Key KeyFunc[K]
+	// Policy is the limit for requests that no route in Routes matches.
+	Policy Policy[K]
+	// Routes gives ServeMux patterns their own policies, e.g.
+	// {"POST /login": {Name: "login", Limiter: strict}}. A request's pattern
+	// is r.Pattern, or, when that is empty and Mux is set, the pattern Mux
+	// would route it to.
+	Routes map[string]Policy[K]
+	// Mux finds the pattern of a request the middleware sees before the
+	// mux does (a middleware that wraps the mux). Only used with Routes.
+	Mux *http.ServeMux
+	// Cost returns the number of tokens a request takes (nil: 1). A cost of
+	// 0 passes without taking any (the headers show the bucket as it is);
+	// a cost above the burst is always denied, with no Retry-After; a
+	// negative cost fails with ErrCost.
+	Cost func(r *http.Request) int
+	// Exclude, if it returns true, passes the request through untouched: no
+	// decision, no headers, no hook.
+	Exclude func(r *http.Request) bool
+	// DryRun decides every request as usual, taking tokens, writing the
+	// headers and calling the hooks, but serves a request even when it is
+	// denied (the Denied hook still reports it, and no Retry-After is
+	// written). Set Headers to HeadersNone to hide the trial from clients.
+	DryRun bool
+	// Headers selects the headers written (zero: DefaultHeaders).
+	Headers HeaderSet
+	// QuotaUnit, if set, is the RateLimit-Policy qu parameter ("requests"
+	// is the draft's default; "content-bytes" goes with a byte-counting
+	// Cost).
+	QuotaUnit string
+	// PartitionKey, if set, returns the bytes the pk parameter carries for
+	// a key (nil: no pk). The draft advises against keys that reveal
+	// sensitive information, so return an opaque identifier, not the key.
+	// Each header that carries pk is built per request (it allocates).
+	PartitionKey func(key K) []byte
+	// Deny writes the response to a denied request, after the headers are
+	// set (nil: DefaultDeny).
+	Deny DenyFunc
+	// OnError handles a request whose key or cost could not be determined
+	// (nil: RejectOnError).
+	OnError ErrorHandler
+	// Hook receives the middleware's events (nil: none, at no cost).
+	Hook Hook
+}
+
+// A Denial describes a denied request to a DenyFunc.
+type Denial struct {
+	Policy   string        // the policy's name
+	Cost     int           // the tokens the request asked for
+	Decision gcra.Decision // the limiter's decision
+	// RetryAfter is the Retry-After in whole seconds (rounded up, and never
+	// less than the RateLimit t), or -1 if the request can never be
+	// admitted (its cost exceeds the burst, or the limit is DenyAll).
+	RetryAfter int64
+}
+
+// A DenyFunc writes the response to a denied request. The rate-limit headers
+// are already set.
+type DenyFunc func(w http.ResponseWriter, r *http.Request, d Denial)
+
+// An ErrorHandler handles a request the middleware could not decide (its key
+// function or its cost failed). It may respond, or serve next without a
+// limit.
+type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, err error)
+
+// A Middleware limits the requests that pass through it. It is safe for
+// concurrent use. Build one with New and install it with Handler.
+type Middleware[K comparable] struct {
+	key      KeyFunc[K]
+	def      *policy[K]
+	routes   map[string]*policy[K]
+	mux      *http.ServeMux
+	cost     func(*http.Request) int
+	exclude  func(*http.Request) bool
+	dryRun   bool
+	headers  HeaderSet
+	pk       func(K) []byte
+	deny     DenyFunc
+	onError  ErrorHandler
+	hook     Hook
+	unit     string
+	evictMu  sync.Mutex
+	policies []*policy[K] // def first, then the routes' (for ReportEvictions)
+}
+
+// policy is a Policy with the header values it needs, cached per parameter
+// set.
+type policy[K comparable] struct {
+	name    string
+	lim     Limiter[K]
+	unit    string
+	f       atomic.Pointer[fields]
+	evicted uint64 // evictions reported so far; guarded by Middleware.evictMu
+}
+
+// fields returns the header values for the limiter's current parameters,
+// rebuilding them after SetLimit (a new *gcra.Params).
+func (p *policy[K]) fields() *fields {
+	params := p.lim.Params()
+	if f := p.f.Load(); f != nil && f.params == params {
+		return f
+	}
+	f := newFields(params, p.name, p.unit)
+	p.f.Store(f)
+	return f
+}
+
+// New validates c and returns the middleware it describes.
+func New[K comparable](c Config[K]) (*Middleware[K], error) {
+	if c.Key == nil {
+		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
+	}
+	if c.Headers&^(AllHeaders|HeadersNone) != 0 {
+		return nil, fmt.Errorf("%w: unknown header bits %#x", ErrConfig, uint8(c.Headers))
+	}
+	if err := checkSFString("QuotaUnit", c.QuotaUnit); err != nil {
+		return nil, err
+	}
+	m := &Middleware[K]{
+		key: c.Key, mux: c.Mux, cost: c.Cost, exclude: c.Exclude, dryRun: c.DryRun,
+		headers: c.Headers, pk: c.PartitionKey, deny: c.Deny, onError: c.OnError,
+		hook: c.Hook, unit: c.QuotaUnit,
+	}
+	if m.headers == 0 {
+		m.headers = DefaultHeaders
+	}
+	if m.deny == nil {
+		m.deny = DefaultDeny
+	}
+	if m.onError == nil {
+		m.onError = RejectOnError
+	}
+	if c.Policy.Name == "" {
+		c.Policy.Name = "default"
+	}
+	var err error
+	if m.def, err = m.newPolicy("Policy", c.Policy); err != nil {
+		return nil, err
+	}
+	m.policies = append(m.policies, m.def)
+	if len(c.Routes) > 0 {
+		m.routes = make(map[string]*policy[K], len(c.Routes))
+		for pattern, p := range c.Routes {
+			if p.Name == "" {
+				return nil, fmt.Errorf("%w: route %q has no policy name", ErrConfig, pattern)
+			}
+			if m.routes[pattern], err = m.newPolicy("route "+strconv.Quote(pattern), p); err != nil {
+				return nil, err
+			}
+			m.policies = append(m.policies, m.routes[pattern])
+		}
+	}
+	return m, nil
+}
+
+func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) {
+	if p.Limiter == nil {
+		return nil, fmt.Errorf("%w: %s has no Limiter", ErrConfig, what)
+	}
+	if err := checkSFString(what+" name", p.Name); err != nil {
+		return nil, err
+	}
+	pol := &policy[K]{name: p.Name, lim: p.Limiter, unit: m.unit}
+	pol.fields() // build the header values now, and fail here if Params panics
+	return pol, nil
+}
+
+// Handler wraps next: the middleware as a func(http.Handler) http.Handler.
+func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.serve(w, r, next)
+	})
+}
+
+func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if m.exclude != nil && m.exclude(r) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	p := m.policyFor(r)
+	key, err := m.key(r)
+	if err != nil {
+		m.fail(w, r, next, p, err)
+		return
+	}
+	n := 1
+	if m.cost != nil {
+		if n = m.cost(r); n < 0 {
+			m.fail(w, r, next, p, fmt.Errorf("%w: %d", ErrCost, n))
+			return
+		}
+	}
+	f := p.fields()
+	var d gcra.Decision
+	if n == 0 {
+		d = peekFree(p.lim, key, f.params)
+	} else {
+		d = p.lim.Decide(key, n)
+	}
+	var pk []byte
+	if m.pk != nil {
+		pk = m.pk(key)
+	}
+	if d.Allowed {
+		if m.hook != nil {
+			m.hook.Allowed(p.name, n)
+		}
+		writeHeaders(w.Header(), m.headers, f, d, pk, -1)
+		next.ServeHTTP(w, r)
+		return
+	}
+	ra := retryAfter(d)
+	if m.hook != nil {
+		m.hook.Denied(p.name, n, d.RetryAfter)
+	}
+	if m.dryRun {
+		writeHeaders(w.Header(), m.headers, f, d, pk, -1)
+		next.ServeHTTP(w, r)
+		return
+	}
+	writeHeaders(w.Header(), m.headers, f, d, pk, ra)
+	m.deny(w, r, Denial{Policy: p.name, Cost: n, Decision: d, RetryAfter: ra})
+}
+
+// peekFree is the decision for a request of cost 0: admitted, and the bucket
+// as it is. Peek(key, 1) describes the bucket after one more token when it
+// would admit, so that token is given back here.
+func peekFree[K comparable](lim Limiter[K], key K, p *gcra.Params) gcra.Decision {
+	d := lim.Peek(key, 1)
+	if d.Allowed && !p.IsUnlimited() {
+		d.Remaining++
+		d.ResetAfter = max(d.ResetAfter-p.Interval(), 0)
+		d.TokenAfter = 0
+	}
+	d.Allowed, d.RetryAfter = true, 0
+	return d
+}
+
+func (m *Middleware[K]) policyFor(r *http.Request) *policy[K] {
+	if m.routes == nil {
+		return m.def
+	}
+	if p, ok := m.routes[patternOf(r, m.mux)]; ok {
+		return p
+	}
+	return m.def
+}
+
+func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, p *policy[K], err error) {
+	if m.hook != nil {
+		m.hook.Error(p.name, err)
+	}
+	m.onError(w, r, next, err)
+}
+
+// ReportEvictions passes to the hook, as Evicted events, the keys each
+// policy's limiter has removed since the last call: idle keys and, under
+// atomicbucket.EvictStalest, active ones. It reads the limiters' counters
+// (limiters with a Stats() atomicbucket.KeyedStats method), so call it
+// periodically or before a metrics scrape; the limiters do not report
+// evictions as they happen. A limiter shared by several policies reports
+// its evictions under each of them. Without a hook it does nothing.
+func (m *Middleware[K]) ReportEvictions() {
+	if m.hook == nil {
+		return
+	}
+	m.evictMu.Lock()
+	defer m.evictMu.Unlock()
+	for _, p := range m.policies {
+		s, ok := p.lim.(statser)
+		if !ok {
+			continue
+		}
+		st := s.Stats()
+		total := st.Evicted + st.EvictedActive
+		if total > p.evicted {
+			m.hook.Evicted(p.name, int(total-p.evicted))
+			p.evicted = total
+		}
+	}
+}

@@ -1,0 +1,382 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// admits sends the requests in order and returns their status codes as a
+// string of 'A' (2xx) and 'D' (429) and 'E' (anything else).
+func admits(h http.Handler, reqs ...*http.Request) string {
+	var b strings.Builder
+	for _, r := range reqs {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		switch {
+		case w.Code < 300:
+			b.WriteByte('A')
+		case w.Code == 429:
+			b.WriteByte('D')
+		default:
+			b.WriteByte('E')
+		}
+	}
+	return b.String()
+}
+
+func req(method, target string, hdr ...string) *http.Request {
+	r := httptest.NewRequest(method, target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	return r
+}
+
+func TestKeyHeader(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	h := mustNew(t, Config[string]{Key: Header("x-client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	got := admits(h,
+		req("GET", "/", "X-Client", "a"), req("GET", "/", "X-Client", "a"),
+		req("GET", "/", "X-Client", "b"), req("GET", "/"), req("GET", "/", "X-Client", ""))
+	if got != "ADAEE" {
+		t.Errorf("Header key: %s, want ADAEE", got)
+	}
+	w := do(h, "GET", "/", "")
+	if w.Code != 400 || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Errorf("missing key: %d %q", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+func TestKeyAPIKey(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	issued := map[string]bool{"k1": true, "k2": true}
+	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	got := admits(h,
+		req("GET", "/", "Authorization", "Bearer k1"),
+		req("GET", "/", "Authorization", "bearer  k1 "), // same key
+		req("GET", "/", "Authorization", "Bearer k2"),
+		req("GET", "/", "Authorization", "Bearer forged"), // 400, not a fresh bucket
+		req("GET", "/", "Authorization", "Bearer "),
+		req("GET", "/"))
+	if got != "ADAEEE" {
+		t.Errorf("APIKey: %s, want ADAEEE", got)
+	}
+	key := APIKey("X-API-Key", nil)
+	r := req("GET", "/", "X-API-Key", " abc ")
+	if k, err := key(r); k != "abc" || err != nil {
+		t.Errorf("X-API-Key: %q, %v", k, err)
+	}
+	if _, err := APIKey("Authorization", func(string) bool { return false })(req("GET", "/", "Authorization", "Bearer x")); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("invalid key error %v", err)
+	}
+}
+
+func TestKeyRoute(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	m := mustNew(t, Config[string]{Key: Route, Policy: Policy[string]{Limiter: lim}})
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", m.Handler(okHandler))
+	mux.Handle("GET /users/{id}", m.Handler(okHandler))
+	got := admits(mux, req("GET", "/items/1"), req("GET", "/items/2"), req("GET", "/users/1"), req("GET", "/users/9"))
+	if got != "ADAD" {
+		t.Errorf("Route key inside the mux: %s, want ADAD", got)
+	}
+	// Outside the mux r.Pattern is empty: Route fails, RouteOf asks the mux.
+	if got := admits(m.Handler(mux), req("GET", "/items/1")); got != "E" {
+		t.Errorf("Route outside the mux: %s, want E", got)
+	}
+	lim2 := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	inner := http.NewServeMux()
+	inner.Handle("GET /items/{id}", okHandler)
+	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policy: Policy[string]{Limiter: lim2}}).Handler(inner)
+	if got := admits(h, req("GET", "/items/1"), req("GET", "/items/2"), req("GET", "/nowhere")); got != "ADE" {
+		t.Errorf("RouteOf: %s, want ADE", got)
+	}
+}
+
+func TestKeyMethodComposeJoin(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	h := mustNew(t, Config[string]{Key: Method, Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	if got := admits(h, req("GET", "/"), req("POST", "/"), req("GET", "/a")); got != "AAD" {
+		t.Errorf("Method: %s, want AAD", got)
+	}
+
+	ipRoute := Compose(RemoteIP, Method)
+	lim2 := newKeyed[Pair[netip.Prefix, string]](t, newFakeClock(), gcra.PerMinute(1), 1)
+	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policy: Policy[Pair[netip.Prefix, string]]{Limiter: lim2}}).Handler(okHandler)
+	r1, r2, r3 := req("GET", "/"), req("POST", "/"), req("GET", "/")
+	r3.RemoteAddr = "198.51.100.7:1"
+	if got := admits(h, r1, r2, r3, req("GET", "/")); got != "AAAD" {
+		t.Errorf("Compose: %s, want AAAD", got)
+	}
+	k, _ := ipRoute(r3)
+	if k != (Pair[netip.Prefix, string]{mustPrefix("198.51.100.7/32"), "GET"}) {
+		t.Errorf("Compose key %v", k)
+	}
+	if _, err := Compose(Header("X-None"), Method)(r1); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Compose error %v", err)
+	}
+	if _, err := Compose(Method, Header("X-None"))(r1); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Compose second error %v", err)
+	}
+
+	j := Join("|", IPString(RemoteIP), Method, Header("X-T"))
+	if k, err := j(req("PUT", "/", "X-T", "t1")); k != "192.0.2.1/32|PUT|t1" || err != nil {
+		t.Errorf("Join = %q, %v", k, err)
+	}
+	if _, err := j(req("PUT", "/")); !errors.Is(err, ErrNoKey) {
+		t.Errorf("Join error %v", err)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	c := newFakeClock()
+	def := newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)
+	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(2), 2)
+	hook := newCountingHook()
+	m := mustNew(t, Config[netip.Prefix]{
+		Key:    RemoteIP,
+		Policy: Policy[netip.Prefix]{Limiter: def},
+		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Hook:   hook,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", m.Handler(okHandler))
+	mux.Handle("GET /", m.Handler(okHandler))
+	if got := admits(mux, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("GET", "/x")); got != "AADA" {
+		t.Errorf("routes: %s, want AADA", got)
+	}
+	w := do(mux, "POST", "/login", "")
+	if w.Header().Get("RateLimit-Policy") != `"login";q=2;w=60` || !strings.Contains(w.Body.String(), `["login"]`) {
+		t.Errorf("login policy %q body %s", w.Header().Get("RateLimit-Policy"), w.Body)
+	}
+	w = do(mux, "GET", "/", "")
+	if w.Header().Get("RateLimit") != `"default";r=98;t=0` {
+		t.Errorf("default route RateLimit %q", w.Header().Get("RateLimit"))
+	}
+	if hook.allowed["login"] != 2 || hook.denied["login"] != 2 || hook.allowed["default"] != 2 {
+		t.Errorf("hook %v", hook)
+	}
+	// The same middleware around the whole mux finds the pattern via Mux.
+	c2 := newFakeClock()
+	login2 := newKeyed[netip.Prefix](t, c2, gcra.PerMinute(1), 1)
+	inner := http.NewServeMux()
+	inner.Handle("POST /login", okHandler)
+	inner.Handle("/", okHandler)
+	outer := mustNew(t, Config[netip.Prefix]{
+		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c2, gcra.PerMinute(100), 100)},
+		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login2}}, Mux: inner,
+	}).Handler(inner)
+	if got := admits(outer, req("POST", "/login"), req("POST", "/login"), req("GET", "/")); got != "ADA" {
+		t.Errorf("routes via Mux: %s, want ADA", got)
+	}
+	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: def}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("unnamed route policy: %v", err)
+	}
+}
+
+func TestExclude(t *testing.T) {
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(1), 1)
+	hook := newCountingHook()
+	h := mustNew(t, Config[netip.Prefix]{
+		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook,
+		Exclude: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
+	}).Handler(okHandler)
+	for i := 0; i < 3; i++ {
+		if w := do(h, "GET", "/healthz", ""); w.Code != 200 || len(w.Header()) != 0 {
+			t.Errorf("excluded: %d %v", w.Code, w.Header())
+		}
+	}
+	if got := admits(h, req("GET", "/"), req("GET", "/")); got != "AD" {
+		t.Errorf("after exclusions: %s, want AD (exclusions took no token)", got)
+	}
+	if hook.allowed["default"] != 1 || hook.denied["default"] != 1 {
+		t.Errorf("hook %v", hook)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(2), 2)
+	hook := newCountingHook()
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook, DryRun: true}).Handler(okHandler)
+	for i := 0; i < 5; i++ {
+		w := do(h, "GET", "/", "")
+		if w.Code != 200 || w.Header().Get("Retry-After") != "" {
+			t.Errorf("dry run %d: %d, Retry-After %q", i, w.Code, w.Header().Get("Retry-After"))
+		}
+		if i >= 2 && w.Header().Get("RateLimit") != `"default";r=0;t=30` {
+			t.Errorf("dry run %d: RateLimit %q", i, w.Header().Get("RateLimit"))
+		}
+	}
+	if hook.allowed["default"] != 2 || hook.denied["default"] != 3 || hook.lastRetry != 30*time.Second {
+		t.Errorf("dry-run hook %v, last retry %v", hook, hook.lastRetry)
+	}
+}
+
+func TestCost(t *testing.T) {
+	c := newFakeClock()
+	lim := newKeyed[netip.Prefix](t, c, gcra.PerSecond(1), 5)
+	hook := newCountingHook()
+	h := mustNew(t, Config[netip.Prefix]{
+		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook,
+		Cost: func(r *http.Request) int {
+			switch r.URL.Path {
+			case "/free":
+				return 0
+			case "/bulk":
+				return 3
+			case "/huge":
+				return 6
+			case "/bad":
+				return -1
+			}
+			return 1
+		},
+	}).Handler(okHandler)
+	for _, s := range []struct {
+		path, code, rate, retry string
+	}{
+		{"/free", "200", `"default";r=5;t=0`, ""},
+		{"/bulk", "200", `"default";r=2;t=0`, ""},
+		{"/free", "200", `"default";r=2;t=0`, ""},
+		{"/bulk", "429", `"default";r=2;t=0`, "1"},
+		{"/huge", "429", `"default";r=2;t=0`, ""},
+		{"/one", "200", `"default";r=1;t=0`, ""},
+		{"/one", "200", `"default";r=0;t=1`, ""},
+		{"/free", "200", `"default";r=0;t=1`, ""},
+		{"/bad", "400", "", ""},
+	} {
+		w := do(h, "GET", s.path, "")
+		if got := w.Code; strconv.Itoa(got) != s.code {
+			t.Errorf("%s: status %d, want %s", s.path, got, s.code)
+		}
+		if got := w.Header().Get("RateLimit"); got != s.rate {
+			t.Errorf("%s: RateLimit %q, want %q", s.path, got, s.rate)
+		}
+		if got := w.Header().Get("Retry-After"); got != s.retry {
+			t.Errorf("%s: Retry-After %q, want %q", s.path, got, s.retry)
+		}
+	}
+	if hook.allowed["default"] != 5 || hook.denied["default"] != 9 || hook.errors["default"] != 1 || !errors.Is(hook.lastErr, ErrCost) {
+		t.Errorf("hook %v (allowed counts tokens: 0+3+0+1+1+0; denied 3+6)", hook)
+	}
+}
+
+func TestCustomDenyAndErrorHandlers(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	var got Denial
+	h := mustNew(t, Config[string]{
+		Key: Header("X-Client"), Policy: Policy[string]{Name: "p", Limiter: lim},
+		Deny: func(w http.ResponseWriter, r *http.Request, d Denial) {
+			got = d
+			w.WriteHeader(http.StatusServiceUnavailable)
+		},
+		OnError: ServeOnError,
+	}).Handler(okHandler)
+	do(h, "GET", "/", "", "X-Client", "k")
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 503 || got.Policy != "p" || got.Cost != 1 || got.RetryAfter != 60 || got.Decision.Allowed || w.Header().Get("Retry-After") != "60" {
+		t.Errorf("custom deny: %d %+v Retry-After %q", w.Code, got, w.Header().Get("Retry-After"))
+	}
+	if w := do(h, "GET", "/", ""); w.Code != 200 || w.Header().Get("RateLimit") != "" {
+		t.Errorf("ServeOnError: %d %v", w.Code, w.Header())
+	}
+}
+
+func TestSetLimitChangesHeaders(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(10), 10)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=10;w=60` {
+		t.Errorf("before: %q", w.Header().Get("RateLimit-Policy"))
+	}
+	if err := lim.SetLimit(gcra.PerSecond(20), 20); err != nil {
+		t.Fatal(err)
+	}
+	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=20;w=1` {
+		t.Errorf("after SetLimit: %q", w.Header().Get("RateLimit-Policy"))
+	}
+}
+
+func TestReportEvictions(t *testing.T) {
+	c := newFakeClock()
+	lim := newKeyed[string](t, c, gcra.PerSecond(1), 1)
+	hook := newCountingHook()
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}, Hook: hook})
+	h := m.Handler(okHandler)
+	for _, k := range []string{"a", "b", "c"} {
+		do(h, "GET", "/", "", "X-Client", k)
+	}
+	m.ReportEvictions()
+	if len(hook.evicted) != 0 {
+		t.Errorf("evictions before any: %v", hook.evicted)
+	}
+	c.Add(2 * time.Second)
+	if n := lim.Sweep(); n != 3 {
+		t.Fatalf("swept %d", n)
+	}
+	m.ReportEvictions()
+	m.ReportEvictions() // nothing new
+	if hook.evicted["default"] != 3 {
+		t.Errorf("evicted %v, want 3", hook.evicted)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
+	for name, c := range map[string]Config[string]{
+		"no key":     {Policy: Policy[string]{Limiter: lim}},
+		"no limiter": {Key: Method},
+		"bad unit":   {Key: Method, Policy: Policy[string]{Limiter: lim}, QuotaUnit: "bytes\n"},
+	} {
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// The limiter adds no allocation on the allow path when it writes no
+// header, with or without a hook; the default headers add exactly one (the
+// backing array of the header slices) while r has a precomputed value.
+func TestAllowPathAllocs(t *testing.T) {
+	lim, err := atomicbucket.NewKeyed[netip.Prefix](gcra.PerSecond(1_000_000_000), 100, atomicbucket.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ClientIP(IPOptions{TrustedProxies: proxies})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:1"
+	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9")
+	w := newReuseWriter()
+	for _, tc := range []struct {
+		name    string
+		headers HeaderSet
+		hook    Hook
+		want    float64
+	}{
+		{"headers=none", HeadersNone, nil, 0},
+		{"headers=none/hook=on", HeadersNone, NopHook{}, 0},
+		{"headers=default", DefaultHeaders, nil, 1},
+	} {
+		h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
+		h.ServeHTTP(w, r) // create the key
+		n := testing.AllocsPerRun(1000, func() {
+			w.reset()
+			h.ServeHTTP(w, r)
+		})
+		if w.status != 200 {
+			t.Fatalf("%s: status %d", tc.name, w.status)
+		}
+		if n != tc.want {
+			t.Errorf("%s: %v allocs per request, want %v", tc.name, n, tc.want)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package httplimit
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+// QuotaExceededType is the problem type of DefaultDeny's body: the
+// "quota-exceeded" type that draft-ietf-httpapi-ratelimit-headers-11
+// (section 5.1) asks IANA to register.
+const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// DefaultDeny responds 429 Too Many Requests with an RFC 9457
+// application/problem+json body of type QuotaExceededType, naming the
+// violated policy as the draft's "violated-policies" member:
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Too Many Requests","status":429,
+//	 "detail":"retry after 2 seconds","violated-policies":["default"]}
+//
+// A request whose cost exceeds the burst gets the detail "request cost
+// exceeds the policy's quota" and no Retry-After.
+func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"type":"`+QuotaExceededType+`","title":"Too Many Requests","status":429,"detail":"`...)
+	if d.RetryAfter < 0 {
+		b = append(b, "request cost exceeds the policy's quota"...)
+	} else {
+		b = append(b, "retry after "...)
+		b = strconv.AppendInt(b, d.RetryAfter, 10)
+		if d.RetryAfter == 1 {
+			b = append(b, " second"...)
+		} else {
+			b = append(b, " seconds"...)
+		}
+	}
+	b = append(b, `","violated-policies":[`...)
+	b = appendJSONString(b, d.Policy)
+	b = append(b, "]}\n"...)
+	writeProblem(w, http.StatusTooManyRequests, b)
+}
+
+// RejectOnError is the default ErrorHandler: it responds with an RFC 9457
+// problem, 400 Bad Request when the request lacks its key or has an invalid
+// one (ErrNoKey, ErrInvalidKey, ErrCost), and 500 Internal Server Error
+// otherwise (RemoteAddr not an address, a user key function's error). The
+// error's text is not sent to the client.
+func RejectOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	status, detail := http.StatusInternalServerError, "the request could not be rate limited"
+	if errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrCost) {
+		status, detail = http.StatusBadRequest, "the request lacks a valid rate-limit key"
+	}
+	b := make([]byte, 0, 160)
+	b = append(b, `{"type":"about:blank","title":"`...)
+	b = append(b, http.StatusText(status)...)
+	b = append(b, `","status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":"`...)
+	b = append(b, detail...)
+	b = append(b, "\"}\n"...)
+	writeProblem(w, status, b)
+}
+
+// ServeOnError is an ErrorHandler that fails open: it serves the request
+// without a limit. With a key a client controls (a header, an API key), a
+// client that omits it is then never limited.
+func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	next.ServeHTTP(w, r)
+}
+
+func writeProblem(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// appendJSONString appends s, printable ASCII (policy names are checked),
+// as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
