@@ -32,6 +32,8 @@ type config struct {
 	sweepEvery time.Duration
 	sweepSet   bool
 	shards     int
+	hook       Hook
+	hookName   string
 }
 
 type optionFunc func(*config)

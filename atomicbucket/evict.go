@@ -34,6 +34,9 @@ type evictor[K comparable] struct {
 
 	created, evicted, evictedActive, rejected atomic.Uint64
 
+	hook     Hook // nil: none; told of each step's evictions
+	hookName string
+
 	stop      chan struct{} // closed to stop the background sweeper
 	done      chan struct{} // closed when it has stopped
 	closeOnce sync.Once
@@ -67,7 +70,15 @@ func (e *evictor[K]) sweepShard(i int, now int64) int {
 		}
 		return false
 	})
+	e.reportEvicted(retired)
 	return retired
+}
+
+// reportEvicted tells the hook, if any, of n evictions.
+func (e *evictor[K]) reportEvicted(n int) {
+	if e.hook != nil && n > 0 {
+		e.hook.Evicted(e.hookName, n)
+	}
 }
 
 // retireIdle retires c if it is idle at now (TAT ≤ now) and counts it. It
@@ -173,6 +184,7 @@ func (e *evictor[K]) evictStalest(i int, now int64) int {
 		retired++
 		return true
 	})
+	e.reportEvicted(retired)
 	return retired
 }
 

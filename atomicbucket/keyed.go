@@ -51,6 +51,9 @@ type Keyed[K comparable] struct {
 	def *Tier // the default tier: SetLimit changes it
 	ev  *evictor[K]
 
+	hook     Hook // nil: none (WithHook)
+	hookName string
+
 	tierFunc  atomic.Pointer[func(K) *Tier] // chooses a new key's tier; nil: def
 	overrides *xsync.MapOf[K, *Tier]        // SetKeyLimit's per-key tiers
 	setMu     sync.Mutex                    // serialises SetKeyLimit and ClearKeyLimit
@@ -99,6 +102,8 @@ func NewKeyed[K comparable](limit gcra.Limit, burst int, opts ...Option) (*Keyed
 	}
 	k.m = shardmap.New[K, *cell](mapOpts...)
 	k.ev = newEvictor(k.m, k.src, cfg.full)
+	k.hook, k.hookName = cfg.hook, cfg.hookName
+	k.ev.hook, k.ev.hookName = cfg.hook, cfg.hookName
 	if cfg.sweepEvery > 0 {
 		k.ev.start(cfg.sweepEvery)
 		stopWhenUnreachable(k, k.ev)
@@ -108,12 +113,44 @@ func NewKeyed[K comparable](limit gcra.Limit, burst int, opts ...Option) (*Keyed
 
 // Allow reports whether key may have one event now, and consumes a token if
 // so. Allow is shorthand for AllowN(key, clock.Now(), 1).
-func (k *Keyed[K]) Allow(key K) bool { return k.allow(key, k.src.Now(), 1) }
+func (k *Keyed[K]) Allow(key K) bool {
+	now := k.src.Now()
+	ok := k.allow(key, now, 1)
+	if k.hook != nil {
+		k.report(key, now, 1, ok)
+	}
+	return ok
+}
 
 // AllowN reports whether key may have n events at now, and consumes n tokens
 // if so. n < 1 and n > burst are denied.
 func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
-	return k.allow(key, k.src.At(now), n)
+	t := k.src.At(now)
+	ok := k.allow(key, t, n)
+	if k.hook != nil {
+		k.report(key, t, n, ok)
+	}
+	return ok
+}
+
+// report passes a boolean decision to the hook; a denial's RetryAfter is
+// read back with a peek.
+func (k *Keyed[K]) report(key K, now int64, n int, ok bool) {
+	if ok {
+		k.hook.Allowed(k.hookName, n)
+		return
+	}
+	k.hook.Denied(k.hookName, n, k.peek(key, now, n).RetryAfter)
+}
+
+// reportDecision passes a decision to the hook.
+func (k *Keyed[K]) reportDecision(n int, d gcra.Decision) gcra.Decision {
+	if d.Allowed {
+		k.hook.Allowed(k.hookName, n)
+	} else {
+		k.hook.Denied(k.hookName, n, d.RetryAfter)
+	}
+	return d
 }
 
 func (k *Keyed[K]) allow(key K, now int64, n int) bool {
@@ -156,11 +193,21 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 // Allowed false, Remaining 0 and, as RetryAfter, its tier's B·T: by then every
 // key that has stopped is idle and can be removed (Never for DenyAll). A key
 // whose tier is Unlimited is admitted even then: it needs no state.
-func (k *Keyed[K]) Decide(key K, n int) gcra.Decision { return k.decide(key, k.src.Now(), n) }
+func (k *Keyed[K]) Decide(key K, n int) gcra.Decision {
+	d := k.decide(key, k.src.Now(), n)
+	if k.hook != nil {
+		return k.reportDecision(n, d)
+	}
+	return d
+}
 
 // DecideAt is Decide at the given time.
 func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
-	return k.decide(key, k.src.At(now), n)
+	d := k.decide(key, k.src.At(now), n)
+	if k.hook != nil {
+		return k.reportDecision(n, d)
+	}
+	return d
 }
 
 func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
