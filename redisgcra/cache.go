@@ -1,0 +1,132 @@
+package redisgcra
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// An overLimitCache remembers, per key that Redis denied, a lower bound of
+// the key's TAT on this process's monotonic clock (ns since Limiter.epoch),
+// and denies without a round trip whatever gcra denies on that bound.
+//
+// Why a cached denial is one Redis would give. Measure real time τ; the
+// local clock reads τ + c and Redis TIME reads ⌊τ + r⌋ (whole µs), for
+// constants c and r (the clocks run at the same rate). The local clock read
+// s = σ + c just before the call; Redis read TIME t_R at some τ_R ≥ σ, so
+// t_R > σ + r − 1µs, and reported the debt D = TAT₀ − t_R. The entry stores
+//
+//	tat_local = s + D − 1µs
+//
+// At a later instant τ, with local reading s + e (e = τ − σ), the cached debt
+// is tat_local − (s + e) = TAT₀ − t_R − 1µs − e, and Redis's debt would be
+// TAT_τ − ⌊τ + r⌋ ≥ TAT₀ − τ − r, because TAT only grows (other clients
+// admit; nothing refunds). The first is at most the second exactly when
+// σ + r ≤ t_R + 1µs, which holds. gcra's denial is monotone in the debt
+// (max(debt, 0) + n·T > B·T, or n out of range), so whatever the cache
+// denies, Redis denies; what it does not deny goes to Redis. The cache thus
+// changes the cost of a denial, never a decision, as long as TIME does not
+// run faster than the local monotonic clock (drift of a few ppm, over the
+// cached retry-after). Its RetryAfter is at most Redis's, short by up to
+// the time from s to Redis's TIME reading plus 1µs.
+//
+// The hit path is Load (lock-free, allocation-free in xsync's MapOf), one
+// atomic load and gcra's pure Decide. Entries are stable pointers updated in
+// place, so a repeated denial of a known key allocates nothing either; only
+// a key's first denial inserts (a lock on one MapOf bucket, two allocations).
+type overLimitCache struct {
+	m   *xsync.MapOf[string, *atomic.Int64]
+	max int
+	// lastSweep is the local time of the last sweep, so that a full cache
+	// of live entries is scanned at most once per sweepGap.
+	lastSweep atomic.Int64
+}
+
+// cacheMargin is the 1µs that TIME's truncation may add to the debt Redis
+// reports, taken off the cached TAT (see overLimitCache).
+const cacheMargin = int64(time.Microsecond)
+
+// sweepGap is the least time between two sweeps of a full cache.
+const sweepGap = int64(100 * time.Millisecond)
+
+func newOverLimitCache(size int) *overLimitCache {
+	c := &overLimitCache{m: xsync.NewMapOf[string, *atomic.Int64](), max: size}
+	c.lastSweep.Store(-sweepGap)
+	return c
+}
+
+// deny returns gcra's decision for n tokens at now on key's cached TAT, and
+// true, if that decision is a denial; otherwise false (ask Redis).
+func (c *overLimitCache) deny(key string, p *gcra.Params, now int64, n int) (gcra.Decision, bool) {
+	e, ok := c.m.Load(key)
+	if !ok {
+		return gcra.Decision{}, false
+	}
+	_, d := p.Decide(e.Load(), now, n)
+	return d, !d.Allowed
+}
+
+// denies reports whether gcra denies n tokens at now on key's cached TAT:
+// deny's answer without the rest of the decision.
+func (c *overLimitCache) denies(key string, p *gcra.Params, now int64, n int) bool {
+	e, ok := c.m.Load(key)
+	if !ok {
+		return false
+	}
+	_, ok = p.Admit(e.Load(), now, n)
+	return !ok
+}
+
+// record raises key's cached TAT to tat, a lower bound of the TAT Redis
+// holds (local clock), after a denial at local time now.
+func (c *overLimitCache) record(key string, tat, now int64) {
+	if e, ok := c.m.Load(key); ok {
+		raise(e, tat)
+		return
+	}
+	if c.m.Size() >= c.max && !c.sweep(now) {
+		return // full of live entries: this denial goes uncached
+	}
+	e, loaded := c.m.LoadOrCompute(key, func() *atomic.Int64 {
+		e := new(atomic.Int64)
+		e.Store(tat)
+		return e
+	})
+	if loaded {
+		raise(e, tat)
+	}
+}
+
+// raise stores tat in e unless e already holds a later TAT: the bound only
+// ever tightens.
+func raise(e *atomic.Int64, tat int64) {
+	for {
+		old := e.Load()
+		if old >= tat || e.CompareAndSwap(old, tat) {
+			return
+		}
+	}
+}
+
+// sweep removes the entries whose TAT ≤ now (they deny nothing any more),
+// at most once per sweepGap, and reports whether the cache has room.
+func (c *overLimitCache) sweep(now int64) bool {
+	last := c.lastSweep.Load()
+	if now-last < sweepGap || !c.lastSweep.CompareAndSwap(last, now) {
+		return false
+	}
+	c.m.Range(func(key string, _ *atomic.Int64) bool {
+		// Delete only if still stale: a denial may have raised it meanwhile.
+		c.m.Compute(key, func(e *atomic.Int64, loaded bool) (*atomic.Int64, bool) {
+			return e, !loaded || e.Load() <= now
+		})
+		return true
+	})
+	return c.m.Size() < c.max
+}
+
+// len is the number of cached keys (tests).
+func (c *overLimitCache) len() int { return c.m.Size() }

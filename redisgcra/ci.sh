@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# CI for the redisgcra module (its own go.mod; the root's .ci/run calls this
+# from the repository root). Installs redis-server when it is missing and we
+# are root, then: gofmt, go vet, go test -race (against real redis-server
+# processes the tests start themselves; REDISGCRA_REQUIRE_SERVER makes a
+# missing binary a failure instead of a skip), and a quick benchmark run.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+step() { printf '\n== redisgcra: %s\n' "$*"; }
+
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    step "apt-get install -y redis-server"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "redis-server is missing and cannot be installed here (need root and apt-get)" >&2
+    exit 1
+  fi
+fi
+redis-server --version
+
+step "gofmt"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet ./..."
+go vet ./...
+
+step "go test -race ./..."
+REDISGCRA_REQUIRE_SERVER=1 go test -race -count=1 ./...
+
+step "benchmarks (quick)"
+REDISGCRA_REQUIRE_SERVER=1 go test -run='^$' -bench=. -benchtime=100ms -count=1 ./...

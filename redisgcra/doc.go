@@ -1,0 +1,73 @@
+// Package redisgcra is the GCRA of package gcra decided inside Redis, so
+// that a fleet of processes shares one limit per key. Each decision is one
+// EVALSHA of a short Lua script (EVAL once after a NOSCRIPT reply), which
+// reads Redis TIME, reads the key, and writes it only to admit. It works with
+// any client that implements redis.Scripter from
+// github.com/redis/go-redis/v9: a single node (*redis.Client), Redis
+// Cluster (*redis.ClusterClient) and client-side sharding (*redis.Ring).
+//
+// # The model
+//
+// Exactly package gcra's: Rate per Period gives the emission interval T,
+// Burst B ≥ 1 is the capacity, and the whole state of a key is its
+// theoretical arrival time TAT. A request for n tokens at now is admitted iff
+//
+//	1 ≤ n ≤ B  and  max(TAT, now) + n·T − now ≤ B·T
+//
+// and only an admission writes (TAT ← max(TAT, now) + n·T). A denial writes
+// nothing. An absent key is a full bucket.
+//
+// In Redis, TAT is an integer number of microseconds since the Unix epoch on
+// the server's TIME clock, stored as a decimal string, and the key expires
+// when the bucket is full again: PEXPIRE ⌈(TAT − now)/1 ms⌉ + 1 ms (set with
+// SET … PX in the same call; always at least 1 ms). A key that expired thus
+// had TAT ≤ now, so expiry is exact: it changes no decision. The extra
+// millisecond covers the expiry clock, which Redis may read (at the start of
+// the script, truncated to milliseconds) before the script reads TIME.
+//
+// # The microsecond rounding rule, and why it never over-admits
+//
+// T is rounded up to a whole number of microseconds:
+//
+//	T_redis = ⌈T / 1µs⌉ µs   (T as gcra computes it, itself rounded up to 1 ns)
+//
+// and the decision uses B·T_redis. Every quantity the script computes is then
+// a whole number of microseconds: now (TIME reports whole µs), TAT (a sum of
+// now and multiples of T_redis), n·T_redis and B·T_redis. No step rounds, so
+// the script computes exactly what gcra.Params.Decide computes on the same
+// values in nanoseconds, with the parameters that Params reports (interval
+// T_redis). Lua numbers are doubles, exact for integers below 2^53 µs; the
+// largest the script forms is now + 2·B·T_redis ≤ now + 2^62 ns, below 2^53 µs
+// until 2109 for the longest spans gcra accepts (and for centuries for spans
+// of a year or less).
+//
+// It never admits more than gcra with the unrounded T: gcra admits at most
+// B + d/T' tokens over any span d of its clock with interval T', and
+// T_redis ≥ T, so B + d/T_redis ≤ B + d/T. The clock is Redis TIME (whole
+// microseconds, truncated), so d is measured in TIME readings; a truncated
+// reading is a slightly stale now, which gcra already treats as stricter.
+// The rounding costs less than 1µs per interval: the rate is low by a
+// relative error below 1µs/T, at most 0.1% for rates up to 1000/s. Rates
+// above one event per microsecond (10^6/s) are rejected with
+// gcra.ErrRateTooHigh, as gcra rejects rates above one per nanosecond,
+// rather than silently rounded to a different limit. The tests run one
+// table of decision vectors through gcra and through a real redis-server
+// and fail on any difference.
+//
+// # When Redis is slow or down
+//
+// WithTimeout bounds every call (it needs a client with
+// ContextTimeoutEnabled, or go-redis ignores the deadline). When a call
+// fails, the Outage policy decides: FailClosed (the default: deny, never
+// over-admit), FailOpen (admit), or FallbackTo a local
+// atomicbucket.Keyed limiter. Every Result says which of them decided and,
+// when Redis did not, why (Result.Err wraps ErrUnavailable).
+//
+// # The over-limit cache
+//
+// WithOverLimitCache keeps, per denied key, a lower bound of its TAT on this
+// process's monotonic clock. While that bound alone denies a request, the
+// limiter answers without a round trip: one lock-free map load, one clock
+// read, no allocation. Since other clients can only raise TAT, a cached
+// denial is one Redis would also give (see cache.go for the argument).
+package redisgcra

@@ -1,0 +1,26 @@
+package redisgcra
+
+import "context"
+
+// Test hooks. None of them is reachable from outside the package's tests.
+
+// DecideLua and DecideSHA are the script and the name EVALSHA uses.
+const DecideLua = decideLua
+
+var DecideSHA = decideSHA
+
+// DecideAt is Decide (take) or Peek (!take) at an explicit Redis time, in
+// µs since the Unix epoch, instead of Redis TIME.
+func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
+	return l.decide(ctx, key, n, take, nowMicros)
+}
+
+// SetLocalClock replaces the over-limit cache's clock (ns).
+func (l *Limiter) SetLocalClock(now func() int64) { l.nowHook = now }
+
+// CacheLen is the number of keys in the over-limit cache.
+func (l *Limiter) CacheLen() int { return l.cache.len() }
+
+// ScriptMismatches is the number of decisions where the script and gcra
+// disagreed on Allowed.
+func ScriptMismatches() uint64 { return scriptMismatches.Load() }

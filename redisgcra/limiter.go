@@ -1,0 +1,352 @@
+package redisgcra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A Limiter is a keyed GCRA rate limiter whose state lives in Redis: every
+// process that builds a Limiter with the same limit, burst and key prefix on
+// the same Redis shares one bucket per key. Each decision is one round trip
+// (one EVALSHA); the clock is Redis TIME, so the processes' clocks play no
+// part. It is safe for concurrent use.
+//
+// A denial writes nothing in Redis. The decisions are gcra's, with the
+// emission interval rounded up to whole microseconds (see the package doc and
+// Params). Decisions for Unlimited and DenyAll need no Redis and make no call.
+type Limiter struct {
+	client redis.Scripter
+	// params are the parameters Redis decides with: the user's interval
+	// rounded up to whole microseconds. Immutable.
+	params gcra.Params
+	limit  gcra.Limit // as the user gave it
+	// static: Unlimited or DenyAll, decided from params alone, without Redis.
+	static bool
+	// argT and argSpan are T and B·T in whole µs, as the script's decimal
+	// arguments, boxed once.
+	argT, argSpan any
+
+	prefix  string
+	hashTag bool
+	timeout time.Duration // 0: none beyond the context's and the client's
+	outage  Outage
+	cache   *overLimitCache // nil unless WithOverLimitCache
+
+	// epoch is the over-limit cache's time base: local times are
+	// time.Since(epoch) in ns, which reads only the monotonic clock.
+	epoch   time.Time
+	nowHook func() int64 // tests only: replaces time.Since(epoch)
+}
+
+// A Result is the outcome of one decision: the gcra.Decision with the same
+// fields and meaning as the in-process limiters', which of Redis, the
+// over-limit cache or the Outage policy made it, and why Redis did not.
+type Result struct {
+	gcra.Decision
+	// Source says who decided.
+	Source Source
+	// Err is nil when Source is SourceRedis, SourceCache or SourceStatic.
+	// Otherwise it wraps ErrUnavailable and the error from Redis (a
+	// connection error, context.DeadlineExceeded for the timeout, …).
+	Err error
+}
+
+// A Source says who made a decision.
+type Source uint8
+
+const (
+	// SourceRedis: the script, in one round trip.
+	SourceRedis Source = iota
+	// SourceCache: the over-limit cache, without a round trip (denials only).
+	SourceCache
+	// SourceStatic: the limit alone (Unlimited, DenyAll), without Redis.
+	SourceStatic
+	// SourceFailOpen: Redis failed, and the FailOpen policy admitted.
+	SourceFailOpen
+	// SourceFailClosed: Redis failed, and the FailClosed policy denied.
+	SourceFailClosed
+	// SourceFallback: Redis failed, and the local limiter of FallbackTo decided.
+	SourceFallback
+)
+
+// String returns the source's name, e.g. "redis", "cache", "fail-open".
+func (s Source) String() string {
+	switch s {
+	case SourceRedis:
+		return "redis"
+	case SourceCache:
+		return "cache"
+	case SourceStatic:
+		return "static"
+	case SourceFailOpen:
+		return "fail-open"
+	case SourceFailClosed:
+		return "fail-closed"
+	case SourceFallback:
+		return "fallback"
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// DefaultKeyPrefix starts every Redis key unless WithKeyPrefix says otherwise.
+const DefaultKeyPrefix = "atomiclimit:"
+
+// New returns a Limiter that admits limit's rate with the given burst per
+// key, deciding in Redis through client (a *redis.Client, *redis.ClusterClient
+// or *redis.Ring, or anything else that implements redis.Scripter).
+//
+// Burst is the capacity, with no "+1" convention (see package gcra). The
+// emission interval is rounded up to whole microseconds; Params reports the
+// result. Errors wrap gcra's sentinels for a bad limit or burst, and this
+// package's for a bad option; New makes no call to Redis (the first decision
+// loads the script).
+func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, ErrNilClient
+	}
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return nil, fmt.Errorf("redisgcra: %w", err)
+	}
+	l := &Limiter{client: client, limit: limit, epoch: time.Now()}
+	switch {
+	case p.IsUnlimited() || p.Burst() == 0: // Unlimited, DenyAll
+		l.params, l.static = p, true
+	default:
+		// The rounding rule: T up to whole microseconds (package doc). As
+		// gcra rejects rates above one per nanosecond rather than round them
+		// to another limit, a rate above one per microsecond is rejected.
+		if p.Interval() < time.Microsecond {
+			return nil, fmt.Errorf("%w: %v", ErrRateTooHigh, limit)
+		}
+		us := (int64(p.Interval()) + 999) / 1000
+		l.params, err = gcra.NewParams(gcra.Every(time.Duration(us)*time.Microsecond), burst)
+		if err != nil {
+			return nil, fmt.Errorf("redisgcra: interval rounded up to %dµs: %w", us, err)
+		}
+		l.argT = strconv.FormatInt(us, 10)
+		l.argSpan = strconv.FormatInt(int64(l.params.Span())/1000, 10)
+	}
+
+	cfg := config{prefix: DefaultKeyPrefix, outage: FailClosed}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.hashTag && strings.ContainsAny(cfg.prefix, "{}") {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidPrefix, cfg.prefix)
+	}
+	if cfg.timeout < 0 {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTimeout, cfg.timeout)
+	}
+	if cfg.timeout > 0 && !contextTimeouts(client) {
+		return nil, fmt.Errorf("%w (set it in the client's options, or use WithTimeout(0) and the client's ReadTimeout)", ErrContextTimeoutDisabled)
+	}
+	if cfg.cacheSet && cfg.cacheSize < 1 {
+		return nil, fmt.Errorf("%w: %d", ErrInvalidCacheSize, cfg.cacheSize)
+	}
+	if !cfg.outage.valid() {
+		return nil, ErrInvalidOutage
+	}
+	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage
+	if cfg.cacheSet && !l.static {
+		l.cache = newOverLimitCache(cfg.cacheSize)
+	}
+	return l, nil
+}
+
+// contextTimeouts reports whether client honours context deadlines on its
+// connections. go-redis clients do only with ContextTimeoutEnabled; other
+// implementations are assumed to.
+func contextTimeouts(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
+// Allow reports whether one event for key may happen now, and consumes a
+// token if so. Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) bool {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN reports whether n events for key may happen now, and consumes n
+// tokens if so. It is Decide(ctx, key, n).Allowed.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
+	if l.cache == nil {
+		return l.decide(ctx, key, n, true, -1).Allowed
+	}
+	// The cache's check without the whole decision: Admit, not Decide,
+	// needs no division.
+	sent := l.localNow()
+	if l.cache.denies(key, &l.params, sent, n) {
+		return false
+	}
+	return l.decideRemote(ctx, key, n, true, -1, sent).Allowed
+}
+
+// Decide is AllowN with the whole decision: remaining tokens, retry-after,
+// reset-after and time to the next token, each exactly as gcra defines them
+// (with Params), on Redis's clock. n < 1 and n > burst are denied with
+// RetryAfter gcra.Never, and consume nothing.
+//
+// When Redis fails or the timeout passes, the Outage policy decides, and
+// Result.Source and Result.Err say so. Decide never returns an error
+// separately: the Result is always the decision to act on.
+func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
+	return l.decide(ctx, key, n, true, -1)
+}
+
+// Peek returns the decision Decide(ctx, key, n) would make now, consuming
+// nothing. It is one round trip too (or a cache hit), and the Outage policy
+// answers it the same way, through the fallback limiter's Peek.
+func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
+	return l.decide(ctx, key, n, false, -1)
+}
+
+// decide is Decide (take) or Peek (!take). nowMicros ≥ 0 replaces Redis TIME
+// (tests only).
+func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
+	if l.static {
+		_, d := l.params.Decide(0, 0, n)
+		return Result{Decision: d, Source: SourceStatic}
+	}
+	var sent int64
+	if l.cache != nil {
+		// First read the local clock, then ask Redis: the cache's bound on
+		// TAT is measured from before Redis read TIME (cache.go).
+		sent = l.localNow()
+		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
+			return Result{Decision: d, Source: SourceCache}
+		}
+	}
+	return l.decideRemote(ctx, key, n, take, nowMicros, sent)
+}
+
+// decideRemote is decide after the cache (if any) did not answer: one round
+// trip, or the Outage policy. sent is the local time read before it, for
+// the cache.
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool, nowMicros, sent int64) Result {
+	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
+		take = false // n < 1 or n > B: never admitted, so only read the state
+	}
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	debt, ok, err := l.eval(ctx, l.Key(key), n, take, nowMicros)
+	if err != nil {
+		err = deadlineErr(ctx, err)
+		return l.fail(key, n, take, err)
+	}
+	// The script decided in µs exactly as Decide does in ns on the same
+	// values (package doc), so the two agree on Allowed; the tests check it
+	// on every vector. Every field depends on TAT only through the debt.
+	_, d := l.params.Decide(debt, 0, n)
+	if d.Allowed != ok {
+		// Unreachable unless another writer stored a non-integer TAT; trust
+		// what Redis did. The tests assert that this never happens.
+		scriptMismatches.Add(1)
+		d.Allowed = ok
+		if ok {
+			d.RetryAfter = 0
+		}
+	}
+	if !d.Allowed && debt > 0 && l.cache != nil {
+		l.cache.record(key, sent+debt-cacheMargin, sent)
+	}
+	return Result{Decision: d, Source: SourceRedis}
+}
+
+// deadlineErr adds ctx's error to err when ctx is done or past its
+// deadline: go-redis reports a deadline that reached the connection as an
+// i/o timeout, which may fire a moment before the context's own timer.
+func deadlineErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			cerr = context.DeadlineExceeded
+		}
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
+// fail returns the Outage policy's decision for a call that Redis did not
+// answer.
+func (l *Limiter) fail(key string, n int, take bool, err error) Result {
+	err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+	switch l.outage.kind {
+	case outageFallback:
+		if take {
+			return Result{Decision: l.outage.local.Decide(key, n), Source: SourceFallback, Err: err}
+		}
+		return Result{Decision: l.outage.local.Peek(key, n), Source: SourceFallback, Err: err}
+	case outageOpen:
+		if uint64(int64(n)-1) < uint64(l.params.Burst()) {
+			return Result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}
+		}
+		return Result{Decision: gcra.Decision{RetryAfter: gcra.Never}, Source: SourceFailOpen, Err: err}
+	}
+	// FailClosed. The state is unknown; RetryAfter is a hint, one interval
+	// (at most a second), except for requests that can never pass.
+	retry := min(l.params.Interval(), time.Second)
+	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
+		retry = gcra.Never
+	}
+	return Result{Decision: gcra.Decision{RetryAfter: retry}, Source: SourceFailClosed, Err: err}
+}
+
+// Key returns the Redis key that holds key's state: the prefix and key, with
+// key wrapped in a hash tag ({key}) under WithHashTag. Limiters that share a
+// hash-tagged key name (several bands of one user, with different prefixes)
+// then keep it in one Redis Cluster slot. (Redis hashes a key with an empty
+// tag, "{}", whole: under WithHashTag the empty key is not co-located.)
+func (l *Limiter) Key(key string) string {
+	if l.hashTag {
+		return l.prefix + "{" + key + "}"
+	}
+	return l.prefix + key
+}
+
+// Params returns the parameters Redis decides with: the limit's interval
+// rounded up to whole microseconds, and the burst. Decisions are exactly
+// Params().Decide's on Redis's clock.
+func (l *Limiter) Params() *gcra.Params { return &l.params }
+
+// Limit returns the limit as given to New (before rounding).
+func (l *Limiter) Limit() gcra.Limit { return l.limit }
+
+// String describes the limiter, e.g. "100/1s burst 10 (T 10ms) in redis".
+func (l *Limiter) String() string {
+	return fmt.Sprintf("%v burst %d (T %v) in redis", l.limit, l.params.Burst(), l.params.Interval())
+}
+
+// scriptMismatches counts decisions where the script and gcra disagreed on
+// Allowed: always 0 (the tests check it).
+var scriptMismatches atomic.Uint64
+
+// localNow is the over-limit cache's clock: ns since l.epoch, monotonic.
+func (l *Limiter) localNow() int64 {
+	if l.nowHook != nil {
+		return l.nowHook()
+	}
+	return int64(time.Since(l.epoch))
+}

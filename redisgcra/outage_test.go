@@ -1,0 +1,198 @@
+package redisgcra_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/redisgcra"
+)
+
+// sourceCounts tallies decisions by source and outcome.
+type sourceCounts struct {
+	decided [6]atomic.Int64 // by Source
+	allowed [6]atomic.Int64
+	badErr  atomic.Int64 // a policy decision whose Err is not ErrUnavailable, or a Redis one with an Err
+}
+
+func (c *sourceCounts) add(r redisgcra.Result) {
+	c.decided[r.Source].Add(1)
+	if r.Allowed {
+		c.allowed[r.Source].Add(1)
+	}
+	fromRedis := r.Source == redisgcra.SourceRedis || r.Source == redisgcra.SourceCache
+	if fromRedis != (r.Err == nil) || (!fromRedis && !errors.Is(r.Err, redisgcra.ErrUnavailable)) {
+		c.badErr.Add(1)
+	}
+}
+
+// waitFor polls until cond holds: it waits for progress of the workers, it
+// does not order anything the assertions depend on.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestOutageKillAndRestart runs decisions from several goroutines while the
+// server is killed (SIGKILL) and started again, empty, on the same port, for
+// each outage policy. Decisions must switch to the policy while it is down
+// and back to Redis (through NOSCRIPT and EVAL) once it is up.
+func TestOutageKillAndRestart(t *testing.T) {
+	for _, policy := range []string{"fail-closed", "fail-open", "fallback"} {
+		t.Run("policy="+policy, func(t *testing.T) {
+			s := startServer(t)
+			c := s.client(t)
+			var outage redisgcra.Outage
+			var local *atomicbucket.Keyed[string]
+			switch policy {
+			case "fail-closed":
+				outage = redisgcra.FailClosed
+			case "fail-open":
+				outage = redisgcra.FailOpen
+			default:
+				var err error
+				local, err = atomicbucket.NewKeyed[string](gcra.Every(time.Hour), 5)
+				require.NoError(t, err)
+				defer local.Close()
+				outage = redisgcra.FallbackTo(local)
+			}
+			// Generous: Redis admits everything, so outcomes show the source.
+			l, err := redisgcra.New(c, gcra.Every(time.Microsecond), 1<<20, redisgcra.WithOutage(outage))
+			require.NoError(t, err)
+
+			var counts sourceCounts
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					key := []string{"a", "b"}[g%2]
+					for !stop.Load() {
+						counts.add(l.Decide(context.Background(), key, 1))
+					}
+				}()
+			}
+			redisN := func() int64 { return counts.decided[redisgcra.SourceRedis].Load() }
+			policyN := func() int64 {
+				return counts.decided[redisgcra.SourceFailClosed].Load() + counts.decided[redisgcra.SourceFailOpen].Load() +
+					counts.decided[redisgcra.SourceFallback].Load()
+			}
+			waitFor(t, "decisions from redis", func() bool { return redisN() >= 100 })
+			s.kill()
+			waitFor(t, "decisions from the policy", func() bool { return policyN() >= 100 })
+			s.restart(t)
+			back := redisN()
+			waitFor(t, "decisions from redis after the restart", func() bool { return redisN() >= back+100 })
+			stop.Store(true)
+			wg.Wait()
+
+			assert.Zero(t, counts.badErr.Load(), "Err must be nil exactly for Redis decisions, and wrap ErrUnavailable otherwise")
+			assert.Equal(t, counts.decided[redisgcra.SourceRedis].Load(), counts.allowed[redisgcra.SourceRedis].Load(), "redis admits all")
+			switch policy {
+			case "fail-closed":
+				assert.Positive(t, counts.decided[redisgcra.SourceFailClosed].Load())
+				assert.Zero(t, counts.allowed[redisgcra.SourceFailClosed].Load(), "fail-closed admits nothing")
+				assert.Zero(t, counts.decided[redisgcra.SourceFailOpen].Load()+counts.decided[redisgcra.SourceFallback].Load())
+			case "fail-open":
+				n := counts.decided[redisgcra.SourceFailOpen].Load()
+				assert.Positive(t, n)
+				assert.Equal(t, n, counts.allowed[redisgcra.SourceFailOpen].Load(), "fail-open admits all")
+			default:
+				// The local limiter: burst 5 per key, one an hour; two keys.
+				assert.Positive(t, counts.decided[redisgcra.SourceFallback].Load())
+				assert.Equal(t, int64(10), counts.allowed[redisgcra.SourceFallback].Load(), "the fallback enforces its own limit")
+			}
+			// The restarted server lost the script: it came back through EVAL.
+			assert.Positive(t, commandCalls(t, c, "eval"))
+		})
+	}
+}
+
+// TestOutagePolicyDecisions pins each policy's decision fields, on a port
+// with nothing listening.
+func TestOutagePolicyDecisions(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	s.kill()
+	ctx := context.Background()
+	local, err := atomicbucket.NewKeyed[string](gcra.Every(time.Hour), 2)
+	require.NoError(t, err)
+	defer local.Close()
+
+	closed, err := redisgcra.New(c, gcra.PerMinute(30), 2) // FailClosed by default
+	require.NoError(t, err)
+	r := closed.Decide(ctx, "k", 1)
+	assert.Equal(t, redisgcra.SourceFailClosed, r.Source)
+	assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "a hint: one interval, at most 1s")
+	assert.ErrorIs(t, r.Err, redisgcra.ErrUnavailable)
+	assert.Equal(t, gcra.Never, closed.Decide(ctx, "k", 3).RetryAfter)
+	assert.Equal(t, redisgcra.SourceFailClosed, closed.Peek(ctx, "k", 1).Source)
+
+	open, err := redisgcra.New(c, gcra.PerMinute(30), 2, redisgcra.WithOutage(redisgcra.FailOpen))
+	require.NoError(t, err)
+	r = open.Decide(ctx, "k", 2)
+	assert.Equal(t, redisgcra.SourceFailOpen, r.Source)
+	assert.Equal(t, gcra.Decision{Allowed: true}, r.Decision)
+	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, open.Decide(ctx, "k", 3).Decision, "n > B never passes")
+	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, open.Decide(ctx, "k", 0).Decision)
+
+	fb, err := redisgcra.New(c, gcra.PerMinute(30), 2, redisgcra.WithOutage(redisgcra.FallbackTo(local)))
+	require.NoError(t, err)
+	assert.Equal(t, local.Peek("k", 1), fb.Peek(ctx, "k", 1).Decision)
+	assert.True(t, fb.Allow(ctx, "k"))
+	assert.True(t, fb.Allow(ctx, "k"))
+	r = fb.Decide(ctx, "k", 1)
+	assert.Equal(t, redisgcra.SourceFallback, r.Source)
+	assert.False(t, r.Allowed)
+	assert.Positive(t, r.RetryAfter)
+	assert.ErrorIs(t, r.Err, redisgcra.ErrUnavailable)
+}
+
+// TestTimeout: a server that does not answer (CLIENT PAUSE) is cut off by
+// WithTimeout, and the policy decides; once it answers again, Redis does.
+func TestTimeout(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	admin := s.client(t)
+	ctx := context.Background()
+	const timeout = 50 * time.Millisecond
+	l, err := redisgcra.New(c, gcra.PerSecond(100), 10, redisgcra.WithTimeout(timeout), redisgcra.WithOutage(redisgcra.FailOpen))
+	require.NoError(t, err)
+	require.Equal(t, redisgcra.SourceRedis, l.Decide(ctx, "k", 1).Source)
+
+	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "1000", "ALL").Err())
+	start := time.Now()
+	r := l.Decide(ctx, "k", 1)
+	elapsed := time.Since(start)
+	assert.Equal(t, redisgcra.SourceFailOpen, r.Source)
+	assert.True(t, r.Allowed)
+	assert.ErrorIs(t, r.Err, context.DeadlineExceeded)
+	assert.ErrorIs(t, r.Err, redisgcra.ErrUnavailable)
+	assert.Less(t, elapsed, 800*time.Millisecond, "the call must end near the timeout, not when the pause does")
+	assert.GreaterOrEqual(t, elapsed, timeout)
+
+	// The caller's own, shorter deadline applies too.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	r = l.Decide(short, "k", 1)
+	cancel()
+	assert.Equal(t, redisgcra.SourceFailOpen, r.Source)
+
+	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
+	waitFor(t, "redis to decide again", func() bool { return l.Decide(ctx, "k", 1).Source == redisgcra.SourceRedis })
+}

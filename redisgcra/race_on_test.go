@@ -1,0 +1,5 @@
+//go:build race
+
+package redisgcra_test
+
+const raceEnabled = true

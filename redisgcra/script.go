@@ -1,0 +1,97 @@
+package redisgcra
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// decideLua is the whole decision, run atomically by Redis. It is gcra's
+// Reserve with maxWait 0, in microseconds, on Redis TIME:
+//
+//	debt  = max(TAT − now, 0)           (TAT absent: 0, a full bucket)
+//	admit ⇔ n ≥ 1 and debt + n·T ≤ B·T  (n ≤ B is checked by the caller)
+//	admit and store: TAT ← now + debt + n·T, expiring once the bucket is full
+//
+// It returns debt·2 + admitted, one integer, from which the caller rebuilds
+// the whole gcra.Decision (every field depends on TAT only through debt).
+// A denial and a peek write nothing. Every value is a whole number of
+// microseconds below 2^53, so the doubles of Lua are exact (see the package
+// doc); string.format('%.0f') writes them exactly, as an integer.
+//
+// ARGV[5] exists only in tests: an explicit now in µs, so that the decision
+// vectors can run on a timeline. Production calls pass four arguments and
+// the script reads TIME.
+const decideLua = `
+if redis.replicate_commands then redis.replicate_commands() end
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local T = tonumber(ARGV[1])
+local span = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]))
+local debt = 0
+if tat and tat > now then debt = tat - now end
+local ok = 0
+if n >= 1 and debt + n * T <= span then
+  ok = 1
+  if ARGV[4] == '1' then
+    local ahead = debt + n * T
+    redis.call('SET', KEYS[1], string.format('%.0f', now + ahead), 'PX', math.ceil(ahead / 1000) + 1)
+  end
+end
+return debt * 2 + ok
+`
+
+// decideSHA is the SHA-1 that EVALSHA names decideLua by.
+var decideSHA = func() string {
+	h := sha1.Sum([]byte(decideLua))
+	return hex.EncodeToString(h[:])
+}()
+
+// Pre-boxed arguments: converting them to interface values once here keeps
+// the call from allocating for them.
+var (
+	argTake any = "1"
+	argPeek any = "0"
+)
+
+// maxDebtMicros bounds the debt the script may report (Redis TIME jumping
+// back by decades), so that debt·1000 ns stays within what gcra accepts.
+const maxDebtMicros = int64(1) << 52 / 1000
+
+// eval runs the script for n tokens on the Redis key rkey and returns the
+// debt before the call, in nanoseconds, and whether the script admitted.
+// With take false it only peeks. nowMicros < 0 means "read TIME" (always,
+// outside tests).
+func (l *Limiter) eval(ctx context.Context, rkey string, n int, take bool, nowMicros int64) (debt int64, ok bool, err error) {
+	keys := []string{rkey}
+	mode := argPeek
+	if take {
+		mode = argTake
+	}
+	var args []any
+	if nowMicros >= 0 {
+		args = []any{l.argT, l.argSpan, n, mode, strconv.FormatInt(nowMicros, 10)}
+	} else {
+		args = []any{l.argT, l.argSpan, n, mode}
+	}
+	v, err := l.client.EvalSha(ctx, decideSHA, keys, args...).Int64()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// First call on this server, or its script cache was flushed (a
+		// restart, SCRIPT FLUSH, a failover): EVAL runs and caches the script.
+		v, err = l.client.Eval(ctx, decideLua, keys, args...).Int64()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, nil
+}
