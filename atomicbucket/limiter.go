@@ -3,7 +3,6 @@ package atomicbucket
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -62,22 +61,9 @@ func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params,
 	return &p, nil
 }
 
-// newSource returns the clock the options chose. A coarse source holds a
-// reference on the process-wide ticker until owner is garbage collected.
+// newSource returns the clock the options chose (see timebase.Choose).
 func newSource[T any](cfg *config, owner *T) timebase.Source {
-	switch {
-	case cfg.source != nil:
-		return *cfg.source
-	case cfg.coarse:
-		src, release := timebase.Coarse()
-		// The ticker stops when the last coarse limiter is unreachable.
-		runtime.AddCleanup(owner, func(release func()) { release() }, release)
-		return src
-	case cfg.clock != nil:
-		return timebase.FromClock(cfg.clock)
-	default:
-		return timebase.Monotonic()
-	}
+	return timebase.Choose(owner, cfg.source, cfg.coarse, cfg.clock)
 }
 
 // ErrCoarseTick is returned by New and SetLimit for a limiter on the coarse

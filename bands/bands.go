@@ -54,7 +54,6 @@ package bands
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -197,18 +196,7 @@ func New(specs []Band, opts ...Option) (*Limiter, error) {
 		o.apply(&cfg)
 	}
 	l := &Limiter{bands: make([]band, len(specs))}
-	switch {
-	case cfg.source != nil:
-		l.src = *cfg.source
-	case cfg.coarse:
-		src, release := timebase.Coarse()
-		runtime.AddCleanup(l, func(release func()) { release() }, release)
-		l.src = src
-	case cfg.clock != nil:
-		l.src = timebase.FromClock(cfg.clock)
-	default:
-		l.src = timebase.Monotonic()
-	}
+	l.src = timebase.Choose(l, cfg.source, cfg.coarse, cfg.clock)
 	now := l.src.Now()
 	for i, s := range specs {
 		b := &l.bands[i]

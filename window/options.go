@@ -2,7 +2,6 @@ package window
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
@@ -66,19 +65,7 @@ func configure(opts []Option, fixed bool) (config, error) {
 	return cfg, nil
 }
 
-// newSource returns the clock the options chose. A coarse source holds a
-// reference on the process-wide ticker until owner is garbage collected.
+// newSource returns the clock the options chose (see timebase.Choose).
 func newSource[T any](cfg *config, owner *T) timebase.Source {
-	switch {
-	case cfg.source != nil:
-		return *cfg.source
-	case cfg.coarse:
-		src, release := timebase.Coarse()
-		runtime.AddCleanup(owner, func(release func()) { release() }, release)
-		return src
-	case cfg.clock != nil:
-		return timebase.FromClock(cfg.clock)
-	default:
-		return timebase.Monotonic()
-	}
+	return timebase.Choose(owner, cfg.source, cfg.coarse, cfg.clock)
 }

@@ -4,6 +4,7 @@
 package timebase
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -74,3 +75,23 @@ func (s *Source) At(t time.Time) int64 { return gcra.Nanos(t.Sub(s.epoch)) }
 // monotonic and coarse sources the result carries a monotonic reading, so
 // comparing it with a context deadline uses the monotonic clock.
 func (s *Source) Time(ns int64) time.Time { return s.epoch.Add(time.Duration(ns)) }
+
+// Choose returns the Source a limiter's options chose: src when set (tests
+// drive the coarse path by hand), the coarse clock, an injected clock, or the
+// monotonic default. A coarse Source holds a reference on the process-wide
+// ticker until owner is garbage collected.
+func Choose[T any](owner *T, src *Source, coarse bool, clock Clock) Source {
+	switch {
+	case src != nil:
+		return *src
+	case coarse:
+		s, release := Coarse()
+		// The ticker stops when the last coarse limiter is unreachable.
+		runtime.AddCleanup(owner, func(release func()) { release() }, release)
+		return s
+	case clock != nil:
+		return FromClock(clock)
+	default:
+		return Monotonic()
+	}
+}
