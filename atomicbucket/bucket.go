@@ -131,21 +131,11 @@ func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
 // gcra.Retired.
 func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
 
-// Retire moves the bucket to gcra.Retired if it is idle at now (TAT ≤ now:
-// full, so forgetting it changes no decision at now or later), and reports
-// whether it did. A retired bucket denies every finite request and never
-// changes again (see gcra.Retired): a keyed map retires a cell before it
-// removes it, so an admission racing with the removal either lands first,
-// and the CompareAndSwap here fails, or fails itself and finds the cell
-// retired.
-func (b *Bucket) Retire(now int64) bool {
-	old := b.tat.Load()
-	return int64(old) <= now && b.tat.CompareAndSwap(old, uint64(gcra.Retired))
-}
-
-// retireFrom retires the bucket if its state is still tat, idle or not
-// (eviction of an active key when a keyed map is full), and reports whether
-// it did.
+// retireFrom moves the bucket to gcra.Retired if its state is still tat, and
+// reports whether it did. A retired bucket denies every finite request and
+// never changes again (see gcra.Retired): a keyed map retires a cell before
+// it removes it, so an admission racing with the removal either lands first,
+// and this CompareAndSwap fails, or fails itself and finds the cell retired.
 func (b *Bucket) retireFrom(tat int64) bool {
 	return tat != gcra.Retired && b.tat.CompareAndSwap(uint64(tat), uint64(gcra.Retired))
 }

@@ -30,7 +30,6 @@ type config struct {
 	maxKeys    int
 	full       FullPolicy
 	sweepEvery time.Duration
-	sweepSet   bool
 	shards     int
 	hook       Hook
 	hookName   string

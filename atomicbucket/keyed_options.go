@@ -54,7 +54,6 @@ func WithMaxKeys(n int, policy FullPolicy) Option {
 func WithSweepInterval(d time.Duration) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.sweepEvery = d
-		cfg.sweepSet = true
 		cfg.keyedOnlyOption("WithSweepInterval")
 	})
 }
