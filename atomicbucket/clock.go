@@ -1,8 +1,7 @@
 package atomicbucket
 
 import (
-	"time"
-
+	"github.com/atomiclimit/atomiclimit/internal/keyed"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
@@ -26,13 +25,9 @@ type config struct {
 	source *timebase.Source // tests only (export_test.go)
 
 	// Keyed only.
-	keyedOnly  string // the name of the first keyed-only option given
-	maxKeys    int
-	full       FullPolicy
-	sweepEvery time.Duration
-	shards     int
-	hook       Hook
-	hookName   string
+	keyedOnly string       // the name of the first keyed-only option given
+	keyed     keyed.Config // key bound, sweeper, shards, the hook's evictions
+	hook      Hook
 }
 
 type optionFunc func(*config)

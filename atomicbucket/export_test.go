@@ -35,11 +35,11 @@ func (k *Keyed[K]) WaitNWithTimer(ctx context.Context, key K, n int, timer func(
 
 // SweeperRunning reports whether k's background sweeper goroutine is running.
 func (k *Keyed[K]) SweeperRunning() bool {
-	if k.ev.done == nil {
+	if k.st.Done() == nil {
 		return false
 	}
 	select {
-	case <-k.ev.done:
+	case <-k.st.Done():
 		return false
 	default:
 		return true
@@ -47,14 +47,14 @@ func (k *Keyed[K]) SweeperRunning() bool {
 }
 
 // Floor returns the keyed limiter's floor (ns since its epoch).
-func (k *Keyed[K]) Floor() int64 { return k.ev.floor.Load() }
+func (k *Keyed[K]) Floor() int64 { return k.cells.floor.Load() }
 
 // RetireKey retires key's cell as the sweeper does at now (ns since the
 // epoch), without removing it from the map: the state a caller meets while a
 // sweeper is between its two steps.
 func (k *Keyed[K]) RetireKey(key K, now int64) bool {
 	c, ok := k.m.Load(key)
-	return ok && k.ev.retireIdle(c, now)
+	return ok && k.st.RetireIdle(c, now)
 }
 
 // HeldKeys counts the map's entries one by one (Len reads a counter).
@@ -68,4 +68,4 @@ func (k *Keyed[K]) HeldKeys() int {
 func (k *Keyed[K]) Nanos(t time.Time) int64 { return k.src.At(t) }
 
 // SweeperDone returns the channel closed when k's sweeper has stopped.
-func (k *Keyed[K]) SweeperDone() <-chan struct{} { return k.ev.done }
+func (k *Keyed[K]) SweeperDone() <-chan struct{} { return k.st.Done() }

@@ -39,7 +39,7 @@ func (NopHook) Error(string, error)               {}
 // would report each request.
 func WithHook(policy string, h Hook) Option {
 	return optionFunc(func(cfg *config) {
-		cfg.hook, cfg.hookName = h, policy
+		cfg.hook, cfg.keyed.Hook, cfg.keyed.HookName = h, h, policy
 		cfg.keyedOnlyOption("WithHook")
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/puzpuzpuz/xsync/v3"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/keyed"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 	"github.com/atomiclimit/atomiclimit/shardmap"
 )
@@ -46,10 +47,11 @@ import (
 // finds the cell retired, removes it from the map if it is still there, and
 // decides again on a fresh cell. Nothing admitted is lost or counted twice.
 type Keyed[K comparable] struct {
-	m   *shardmap.Map[K, *cell]
-	src timebase.Source
-	def *Tier // the default tier: SetLimit changes it
-	ev  *evictor[K]
+	m     *shardmap.Map[K, *cell] // st.Map: the hot path's lookup
+	st    *keyed.Store[K, *cell]
+	cells *gcraCells // the floor, and how to retire a cell
+	src   timebase.Source
+	def   *Tier // the default tier: SetLimit changes it
 
 	hook     Hook // nil: none (WithHook)
 	hookName string
@@ -82,32 +84,24 @@ var ErrInvalidMaxKeys = errors.New("atomicbucket: invalid key bound")
 // starts a background sweeper; Close stops it, and so does the garbage
 // collector once the limiter is unreachable.
 func NewKeyed[K comparable](limit gcra.Limit, burst int, opts ...Option) (*Keyed[K], error) {
-	cfg := config{sweepEvery: DefaultSweepInterval}
+	cfg := config{keyed: keyed.DefaultConfig()}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	if cfg.maxKeys < 0 || cfg.full > EvictStalest {
-		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v)", ErrInvalidMaxKeys, cfg.maxKeys, cfg.full)
+	if !cfg.keyed.Valid() {
+		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v)", ErrInvalidMaxKeys, cfg.keyed.MaxKeys, cfg.keyed.Full)
 	}
-	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
+	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier](), cells: &gcraCells{}}
 	k.src = newSource(&cfg, k)
 	def, err := newTier(k.src, limit, burst)
 	if err != nil {
 		return nil, err
 	}
 	k.def = def
-	mapOpts := []shardmap.Option{shardmap.WithLimit(cfg.maxKeys)}
-	if cfg.shards > 0 {
-		mapOpts = append(mapOpts, shardmap.WithShards(cfg.shards))
-	}
-	k.m = shardmap.New[K, *cell](mapOpts...)
-	k.ev = newEvictor(k.m, k.src, cfg.full)
-	k.hook, k.hookName = cfg.hook, cfg.hookName
-	k.ev.hook, k.ev.hookName = cfg.hook, cfg.hookName
-	if cfg.sweepEvery > 0 {
-		k.ev.start(cfg.sweepEvery)
-		stopWhenUnreachable(k, k.ev)
-	}
+	k.st = keyed.New[K, *cell](cfg.keyed, k.src, k.cells)
+	k.m = k.st.Map
+	k.hook, k.hookName = cfg.hook, cfg.keyed.HookName
+	keyed.Start(k, k.st)
 	return k, nil
 }
 
@@ -231,7 +225,7 @@ func (k *Keyed[K]) refused(key K, n int) gcra.Decision {
 	if p.IsUnlimited() && n >= 1 {
 		return gcra.Decision{Allowed: true, Remaining: math.MaxInt}
 	}
-	k.ev.rejected.Add(1)
+	k.st.Refused()
 	if p.Burst() == 0 {
 		return gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
 	}
@@ -277,7 +271,7 @@ func (k *Keyed[K]) current(key K) (tat int64, p *gcra.Params) {
 			return tat, c.params()
 		}
 	}
-	return k.ev.floor.Load(), k.tierFor(key).params.Load()
+	return k.cells.floor.Load(), k.tierFor(key).params.Load()
 }
 
 // cellFor returns key's live cell, creating it if needed, or nil if the
@@ -291,28 +285,12 @@ func (k *Keyed[K]) cellFor(key K, now int64) *cell {
 	// or a key slot counted. Under the lock, newCell prefers an override set
 	// since (SetKeyLimit stores the override before it updates a cell).
 	byFunc := k.tierByFunc(key)
-	for attempt := 0; ; attempt++ {
-		c, _, err := k.m.LoadOrCreate(key, func() *cell { return k.newCell(key, byFunc) })
-		if err == nil {
-			if !c.IsRetired() {
-				return c
-			}
-			// Being removed: finish the removal for whoever retired it, then
-			// look again (the next LoadOrCreate creates a fresh cell).
-			k.m.CompareAndDelete(key, c)
-			continue
-		}
-		// Full. Make room, and try again; give up when nothing can be
-		// removed, or after rounds lost to other new keys taking the room.
-		if attempt >= maxRoomRounds || !k.ev.makeRoom(now) {
-			return nil
-		}
+	c, ok := k.st.Cell(key, now, func() *cell { return k.newCell(key, byFunc) })
+	if !ok {
+		return nil
 	}
+	return c
 }
-
-// maxRoomRounds bounds how often one request makes room and then loses the
-// room to another new key, so that no request spins for ever.
-const maxRoomRounds = 64
 
 // newCell runs under the lock of key's map bucket, once per insertion; it
 // runs none of the user's code.
@@ -321,12 +299,11 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 	// The floor: at least the TAT of any cell a sweeper retired as idle. Read
 	// here, after the removal of such a cell for this key (which took the same
 	// bucket lock), so the sweeper's raise of the floor is visible.
-	c.tat.Store(uint64(k.ev.floor.Load()))
+	c.tat.Store(uint64(k.cells.floor.Load()))
 	if t, ok := k.overrides.Load(key); ok {
 		byFunc = t
 	}
 	c.tier.Store(byFunc)
-	k.ev.created.Add(1)
 	return c
 }
 
@@ -428,7 +405,7 @@ func paramsString(p *gcra.Params) string {
 
 // Sweep removes every key that is idle now and returns how many it retired.
 // Sweep is shorthand for SweepAt(clock.Now()).
-func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
+func (k *Keyed[K]) Sweep() int { return k.st.Sweep(k.src.Now()) }
 
 // SweepAt removes every key idle at now (TAT ≤ now), one shard at a time,
 // and returns how many it removed. It takes no global lock: decisions on
@@ -438,29 +415,15 @@ func (k *Keyed[K]) Sweep() int { return k.ev.sweep(k.src.Now()) }
 // limiter has removed, so that a request stamped before that TAT is never
 // decided on a fuller bucket than the one removed. It returns how many cells
 // it retired.
-func (k *Keyed[K]) SweepAt(now time.Time) int { return k.ev.sweep(k.src.At(now)) }
+func (k *Keyed[K]) SweepAt(now time.Time) int { return k.st.Sweep(k.src.At(now)) }
 
 // Close stops the background sweeper and waits until it has stopped. The
 // limiter keeps working; idle keys are then removed only by Sweep and when
 // the limiter is full. Close is idempotent.
-func (k *Keyed[K]) Close() { k.ev.close() }
+func (k *Keyed[K]) Close() { k.st.Close() }
 
 // KeyedStats counts what a Keyed limiter has done since it was created.
-type KeyedStats struct {
-	Keys          int    // keys held now
-	Created       uint64 // cells created for new keys
-	Evicted       uint64 // idle keys removed (sweeps, and room made when full)
-	EvictedActive uint64 // keys removed before they were idle (EvictStalest)
-	Rejected      uint64 // requests for new keys refused because the limiter was full
-}
+type KeyedStats = keyed.Stats
 
 // Stats returns the limiter's counters.
-func (k *Keyed[K]) Stats() KeyedStats {
-	return KeyedStats{
-		Keys:          k.m.Len(),
-		Created:       k.ev.created.Load(),
-		Evicted:       k.ev.evicted.Load(),
-		EvictedActive: k.ev.evictedActive.Load(),
-		Rejected:      k.ev.rejected.Load(),
-	}
-}
+func (k *Keyed[K]) Stats() KeyedStats { return k.st.Stats() }

@@ -1,38 +1,32 @@
 package atomicbucket
 
-import "time"
+import (
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/keyed"
+)
 
 // A FullPolicy says what a Keyed limiter with a key bound does with a request
 // for a new key when it holds the bound and no key is idle.
-type FullPolicy uint8
+type FullPolicy = keyed.FullPolicy
 
 const (
 	// RejectNew denies requests for new keys until a key becomes idle and is
 	// removed. Keys already present are unaffected: no key ever loses its
 	// state, so no key is ever admitted beyond its limit.
-	RejectNew FullPolicy = iota
+	RejectNew = keyed.RejectNew
 	// EvictStalest removes the keys closest to idle (smallest TAT), a batch of
 	// 1/16 of one shard at a time, to make room. An evicted key that was not
 	// idle loses its debt: its next request finds a full bucket, so it may be
 	// admitted up to B more than its limit allows. Choose it when forgetting
 	// a key is better than refusing a new one (Stats counts such evictions in
 	// EvictedActive).
-	EvictStalest
+	EvictStalest = keyed.EvictStalest
 )
-
-func (p FullPolicy) String() string {
-	switch p {
-	case RejectNew:
-		return "reject-new"
-	case EvictStalest:
-		return "evict-stalest"
-	}
-	return "FullPolicy(?)"
-}
 
 // DefaultSweepInterval is how long the background sweeper of a Keyed limiter
 // takes for one pass over every key, unless WithSweepInterval says otherwise.
-const DefaultSweepInterval = time.Minute
+const DefaultSweepInterval = keyed.DefaultSweepInterval
 
 // WithMaxKeys bounds a Keyed limiter to n keys (n = 0: no bound), exactly,
 // under any concurrency. When it holds n keys and a request comes for a new
@@ -41,7 +35,7 @@ const DefaultSweepInterval = time.Minute
 // 10 ms of the limiter's clock). Only if no key is idle does policy decide.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
-		cfg.maxKeys, cfg.full = n, policy
+		cfg.keyed.MaxKeys, cfg.keyed.Full = n, policy
 		cfg.keyedOnlyOption("WithMaxKeys")
 	})
 }
@@ -53,7 +47,7 @@ func WithMaxKeys(n int, policy FullPolicy) Option {
 // still removes idle keys on demand.
 func WithSweepInterval(d time.Duration) Option {
 	return optionFunc(func(cfg *config) {
-		cfg.sweepEvery = d
+		cfg.keyed.SweepEvery = d
 		cfg.keyedOnlyOption("WithSweepInterval")
 	})
 }
@@ -62,7 +56,7 @@ func WithSweepInterval(d time.Duration) Option {
 // to a power of two; default shardmap.DefaultShards).
 func WithShards(n int) Option {
 	return optionFunc(func(cfg *config) {
-		cfg.shards = n
+		cfg.keyed.Shards = n
 		cfg.keyedOnlyOption("WithShards")
 	})
 }

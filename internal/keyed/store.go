@@ -1,0 +1,355 @@
+// Package keyed is the key storage every keyed limiter shares: a sharded
+// map from keys to cells (one limiter state per key), create-once insertion,
+// exact idle eviction, a size bound with a policy for when it is full, a
+// background sweeper and counters. It knows nothing of any algorithm: a
+// limiter tells it, through Cells, when a cell is idle and how to retire one.
+//
+// The hot path of a keyed limiter does not pass through here: it calls
+// Store.Map.Load itself and decides on the cell it finds, so that its own
+// decision code inlines. A Store is reached only for new keys, retired
+// cells, sweeps and counters.
+package keyed
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+	"github.com/atomiclimit/atomiclimit/shardmap"
+)
+
+// A FullPolicy says what a keyed limiter with a key bound does with a request
+// for a new key when it holds the bound and no key is idle.
+type FullPolicy uint8
+
+const (
+	// RejectNew denies requests for new keys until a key becomes idle and is
+	// removed. Keys already present are unaffected: no key ever loses its
+	// state, so no key is ever admitted beyond its limit.
+	RejectNew FullPolicy = iota
+	// EvictStalest removes the keys closest to idle, a batch of 1/16 of one
+	// shard at a time, to make room. An evicted key that was not idle loses
+	// its state: its next request finds a fresh one, so it may be admitted
+	// more than its limit allows. Choose it when forgetting a key is better
+	// than refusing a new one (Stats counts such evictions in EvictedActive).
+	EvictStalest
+)
+
+func (p FullPolicy) String() string {
+	switch p {
+	case RejectNew:
+		return "reject-new"
+	case EvictStalest:
+		return "evict-stalest"
+	}
+	return "FullPolicy(?)"
+}
+
+// DefaultSweepInterval is how long the background sweeper takes for one pass
+// over every key, unless the limiter is told otherwise.
+const DefaultSweepInterval = time.Minute
+
+// roomScanGap is how long a full limiter waits, after a scan of every shard
+// found no idle key, before a request for a new key may scan again:
+// otherwise a flood of new keys against a limiter full of active ones would
+// make every such request scan the whole map.
+const roomScanGap = 10 * time.Millisecond
+
+// maxRoomRounds bounds how often one request makes room and then loses the
+// room to another new key, so that no request spins for ever.
+const maxRoomRounds = 64
+
+// Config is what a keyed limiter's options set.
+type Config struct {
+	MaxKeys    int           // 0: no bound
+	Full       FullPolicy    // what a full limiter does when no key is idle
+	SweepEvery time.Duration // one background pass over all keys; ≤ 0: no sweeper
+	Shards     int           // 0: shardmap.DefaultShards
+	Hook       EvictHook     // nil: none
+	HookName   string
+}
+
+// DefaultConfig is the configuration before options.
+func DefaultConfig() Config { return Config{SweepEvery: DefaultSweepInterval} }
+
+// Valid reports whether the key bound and policy make sense.
+func (c *Config) Valid() bool { return c.MaxKeys >= 0 && c.Full <= EvictStalest }
+
+// An EvictHook is told how many keys each step removed (atomicbucket.Hook
+// implements it).
+type EvictHook interface {
+	Evicted(policy string, keys int)
+}
+
+// Cells is how a Store evicts one kind of cell. Each method runs off the hot
+// path, from sweeps and from requests that find the map full.
+//
+// The protocol every implementation keeps (the proof of exact eviction rests
+// on it): RetireIdle first raises the limiter's floor so that a cell created
+// later starts no fuller than c is, then moves c to a retired state on which
+// every decision is a denial that writes nothing, by a CompareAndSwap from
+// the idle state it examined. An admission racing with it either stores
+// first, so the retirement fails, or meets the retired state, and the
+// limiter then decides again on a fresh cell (Store.Cell).
+type Cells[C any] interface {
+	// RetireIdle retires c if it is idle at now (no later decision could
+	// tell it from a new cell) and reports whether it did.
+	RetireIdle(c C, now int64) bool
+	// IdleFrom returns the time from which c is idle, and false if c is
+	// retired. EvictStalest removes the cells with the earliest.
+	IdleFrom(c C) (t int64, live bool)
+	// RetireStale retires c, idle or not, if its IdleFrom is still at most
+	// limit; the floor is raised only if c is idle at now (an active cell
+	// loses its state, as EvictStalest says). It reports whether it retired c
+	// and whether c was idle.
+	RetireStale(c C, limit, now int64) (retired, idle bool)
+	// IsRetired reports whether c is retired.
+	IsRetired(c C) bool
+}
+
+// A Store holds a keyed limiter's cells. It holds no reference to the
+// limiter, so that the background sweeper does not keep an abandoned limiter
+// alive.
+type Store[K comparable, C comparable] struct {
+	// Map holds the cells. Limiters call Map.Load on their hot path and
+	// reach the Store only on a miss or a retired cell.
+	Map   *shardmap.Map[K, C]
+	cells Cells[C]
+	src   timebase.Source
+	cfg   Config
+
+	barrenUntil atomic.Int64 // no scan for idle keys before this time
+
+	created, evicted, evictedActive, rejected atomic.Uint64
+
+	stop      chan struct{} // closed to stop the background sweeper
+	done      chan struct{} // closed when it has stopped
+	closeOnce sync.Once
+}
+
+// New returns an empty Store (cfg must be Valid). Call Start to run the
+// background sweeper.
+func New[K comparable, C comparable](cfg Config, src timebase.Source, cells Cells[C]) *Store[K, C] {
+	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys)}
+	if cfg.Shards > 0 {
+		opts = append(opts, shardmap.WithShards(cfg.Shards))
+	}
+	return &Store[K, C]{Map: shardmap.New[K, C](opts...), cells: cells, src: src, cfg: cfg}
+}
+
+// Start runs the background sweeper if the configuration asks for one; it
+// stops on Close, or once owner (the limiter) is garbage collected.
+func Start[T any, K comparable, C comparable](owner *T, s *Store[K, C]) {
+	if s.cfg.SweepEvery <= 0 {
+		return
+	}
+	step := max(s.cfg.SweepEvery/time.Duration(s.Map.Shards()), time.Millisecond)
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go s.run(step)
+	// The sweeper references only the Store, never owner.
+	runtime.AddCleanup(owner, func(s *Store[K, C]) { s.signalStop() }, s)
+}
+
+// Cell returns key's live cell, creating it with create if there is none, or
+// false if the limiter is full and finds no room. It never returns a retired
+// cell. create runs under the lock of key's map bucket, at most once per
+// insertion: it must be quick, must not use the map and must not run the
+// user's code (a panic there would leave the bucket locked).
+func (s *Store[K, C]) Cell(key K, now int64, create func() C) (c C, ok bool) {
+	for attempt := 0; ; attempt++ {
+		c, _, err := s.Map.LoadOrCreate(key, func() C {
+			s.created.Add(1)
+			return create()
+		})
+		if err == nil {
+			if !s.cells.IsRetired(c) {
+				return c, true
+			}
+			// Being removed: finish the removal for whoever retired it, then
+			// look again (the next LoadOrCreate creates a fresh cell).
+			s.Map.CompareAndDelete(key, c)
+			continue
+		}
+		// Full. Make room, and try again; give up when nothing can be
+		// removed, or after rounds lost to other new keys taking the room.
+		if attempt >= maxRoomRounds || !s.makeRoom(now) {
+			return c, false
+		}
+	}
+}
+
+// Refused counts a request for a new key that a full limiter refused.
+func (s *Store[K, C]) Refused() { s.rejected.Add(1) }
+
+// Sweep removes every key idle at now, shard by shard, and returns how many
+// cells it retired. It takes no global lock.
+func (s *Store[K, C]) Sweep(now int64) int {
+	removed := 0
+	for i := range s.Map.Shards() {
+		removed += s.sweepShard(i, now)
+	}
+	return removed
+}
+
+// sweepShard removes shard i's idle keys at now and returns how many cells
+// it retired (their removal from the map may be finished by a caller that
+// meets them first).
+func (s *Store[K, C]) sweepShard(i int, now int64) int {
+	retired := 0
+	s.Map.SweepShard(i, func(_ K, c C) bool {
+		if s.RetireIdle(c, now) {
+			retired++
+			return true
+		}
+		return false
+	})
+	s.reportEvicted(retired)
+	return retired
+}
+
+// RetireIdle retires c if it is idle at now, and counts it, without removing
+// it from the map (the sweep's first step; tests stop there to show what a
+// caller meets between the two).
+func (s *Store[K, C]) RetireIdle(c C, now int64) bool {
+	if !s.cells.RetireIdle(c, now) {
+		return false
+	}
+	s.evicted.Add(1)
+	return true
+}
+
+// reportEvicted tells the hook, if any, of n evictions.
+func (s *Store[K, C]) reportEvicted(n int) {
+	if s.cfg.Hook != nil && n > 0 {
+		s.cfg.Hook.Evicted(s.cfg.HookName, n)
+	}
+}
+
+// makeRoom is called when a new key finds the map full. Idle keys go first:
+// it sweeps shards, from the sweep cursor on, until one yields an idle key
+// or all have been swept. If none was idle, RejectNew gives up (and skips
+// that scan for roomScanGap), and EvictStalest removes the stalest sixteenth
+// of the next non-empty shard. It reports whether it removed anything.
+func (s *Store[K, C]) makeRoom(now int64) bool {
+	// The gap is measured on the limiter's own clock: a request's time may
+	// be anything.
+	if s.src.Now() >= s.barrenUntil.Load() {
+		for range s.Map.Shards() {
+			if s.sweepShard(s.Map.NextShard(), now) > 0 {
+				return true
+			}
+		}
+		// Nothing is idle: until some time has passed, nothing will be.
+		until := s.src.Now() + int64(roomScanGap)
+		for {
+			b := s.barrenUntil.Load()
+			if b >= until || s.barrenUntil.CompareAndSwap(b, until) {
+				break
+			}
+		}
+	}
+	if s.cfg.Full == RejectNew {
+		return false
+	}
+	for range s.Map.Shards() {
+		if s.evictStalest(s.Map.NextShard(), now) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// evictStalest retires the sixteenth of shard i's cells that become idle
+// first (at least one), idle or not, and returns how many it removed.
+func (s *Store[K, C]) evictStalest(i int, now int64) int {
+	var from []int64
+	s.Map.RangeShard(i, func(_ K, c C) bool {
+		if t, live := s.cells.IdleFrom(c); live {
+			from = append(from, t)
+		}
+		return true
+	})
+	if len(from) == 0 {
+		return 0
+	}
+	slices.Sort(from)
+	want := max(len(from)/16, 1)
+	limit := from[want-1]
+	retired := 0
+	s.Map.SweepShard(i, func(_ K, c C) bool {
+		if want == 0 {
+			return false
+		}
+		ok, idle := s.cells.RetireStale(c, limit, now)
+		if !ok {
+			return false
+		}
+		want--
+		if idle {
+			s.evicted.Add(1)
+		} else {
+			s.evictedActive.Add(1)
+		}
+		retired++
+		return true
+	})
+	s.reportEvicted(retired)
+	return retired
+}
+
+func (s *Store[K, C]) run(step time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(step)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.sweepShard(s.Map.NextShard(), s.src.Now())
+		}
+	}
+}
+
+// signalStop tells the background sweeper, if any, to stop.
+func (s *Store[K, C]) signalStop() {
+	if s.stop != nil {
+		s.closeOnce.Do(func() { close(s.stop) })
+	}
+}
+
+// Close stops the background sweeper, if any, and waits until it has.
+// Close is idempotent.
+func (s *Store[K, C]) Close() {
+	s.signalStop()
+	if s.done != nil {
+		<-s.done
+	}
+}
+
+// Done returns the channel closed when the background sweeper has stopped
+// (nil if none was started).
+func (s *Store[K, C]) Done() <-chan struct{} { return s.done }
+
+// Stats counts what a keyed limiter has done since it was created.
+type Stats struct {
+	Keys          int    // keys held now
+	Created       uint64 // cells created for new keys
+	Evicted       uint64 // idle keys removed (sweeps, and room made when full)
+	EvictedActive uint64 // keys removed before they were idle (EvictStalest)
+	Rejected      uint64 // requests for new keys refused because the limiter was full
+}
+
+// Stats returns the Store's counters.
+func (s *Store[K, C]) Stats() Stats {
+	return Stats{
+		Keys:          s.Map.Len(),
+		Created:       s.created.Load(),
+		Evicted:       s.evicted.Load(),
+		EvictedActive: s.evictedActive.Load(),
+		Rejected:      s.rejected.Load(),
+	}
+}
