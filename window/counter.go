@@ -72,12 +72,18 @@ type view struct {
 	prev, cur  uint64
 }
 
+// index returns the fixed window that contains now (times before start
+// count as start).
+func (p *CounterParams) index(now int64) uint64 {
+	return uint64(max(now-p.start, 0)) / uint64(p.period)
+}
+
 // at reads state at now. A stale now, in a window before the stored one, is
 // read at the start of the stored window, where the estimate is highest:
 // stricter, and the stored index never moves back.
 func (p *CounterParams) at(state uint64, now int64) view {
 	now = max(now, p.start)
-	w := uint64(now-p.start) / uint64(p.period)
+	w := p.index(now)
 	sw := state >> (2 * p.shift)
 	prev, cur := state>>p.shift&p.mask, state&p.mask
 	switch {
@@ -224,6 +230,21 @@ func (p *CounterParams) Refund(state, admitted uint64, n int) (uint64, bool) {
 		return state - uint64(n)<<p.shift, true
 	}
 	return state, false
+}
+
+// idleIndex returns the first window from which state no longer affects any
+// decision: two windows on if the stored window counts anything (it is the
+// previous window one window on), one if only its previous window does,
+// else the stored one.
+func (p *CounterParams) idleIndex(state uint64) uint64 {
+	w := state >> (2 * p.shift)
+	switch {
+	case state&p.mask > 0:
+		return w + 2
+	case state>>p.shift&p.mask > 0:
+		return w + 1
+	}
+	return w
 }
 
 // A CounterCell is the state of one sliding-window-counter limit: one atomic

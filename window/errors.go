@@ -17,6 +17,9 @@ var (
 	// MaxLogLimit slots.
 	ErrOverflow = errors.New("window: limit does not fit the state word")
 	// ErrOption: an option given to a limiter it does not apply to
-	// (WithAlign applies only to fixed windows).
+	// (WithAlign applies only to fixed windows; WithMaxKeys,
+	// WithSweepInterval and WithShards only to keyed limiters).
 	ErrOption = errors.New("window: option does not apply")
+	// ErrInvalidMaxKeys: a negative key bound or an unknown FullPolicy.
+	ErrInvalidMaxKeys = errors.New("window: invalid key bound")
 )

@@ -26,7 +26,8 @@ import (
 // is ready to use. NewFixedParams rejects a limit whose index field could
 // wrap within the time range the arithmetic accepts (MaxNow/period + 1 ≥
 // 2^(64−s)): the index never wraps, so a cell can be idle forever and still
-// be read right. In practice: any limit below 2^32 for windows of 1 s or
+// be read right; the all-ones index is never reached either, and the
+// all-ones word is the retired state of a keyed cell (Retired). In practice: any limit below 2^32 for windows of 1 s or
 // more, below 2^22 for windows of 1 ms.
 type FixedParams struct {
 	limit  uint64 // N ≥ 1
@@ -63,9 +64,10 @@ func validate(n int, period time.Duration, start int64, counts uint) (uint, erro
 		return 0, fmt.Errorf("%w: start %d outside [-period, MaxNow]", ErrInvalidPeriod, start)
 	}
 	shift := uint(bits.Len64(uint64(n)))
-	// The largest index: now ≤ MaxNow and start ≥ −period.
+	// The largest index: now ≤ MaxNow and start ≥ −period. It must stay
+	// below the all-ones index, which only the retired state has.
 	maxIndex := uint64(gcra.MaxNow)/uint64(period) + 1
-	if counts*shift >= 64 || maxIndex>>(64-counts*shift) != 0 {
+	if counts*shift >= 64 || (maxIndex+1)>>(64-counts*shift) != 0 {
 		return 0, fmt.Errorf("%w: %d per %v leaves %d bits for the window index, which needs %d",
 			ErrOverflow, n, period, 64-int(min(counts*shift, 64)), bits.Len64(maxIndex))
 	}
@@ -168,6 +170,25 @@ func (p *FixedParams) Refund(state, admitted uint64, n int) (uint64, bool) {
 		return state, false
 	}
 	return state - uint64(n), true
+}
+
+// Retired is the state of a window cell that a keyed limiter has removed:
+// the all-ones word. Its window index lies beyond every window a time can
+// fall in, and its count is at least N, so every request is denied against
+// it and nothing is stored: a goroutine that still holds the cell can never
+// admit on it.
+const Retired = ^uint64(0)
+
+// idleIndex returns the first window from which state no longer affects any
+// decision: the next window if the stored one counts anything, else the
+// stored one. A cell whose state is idle at now (index(now) ≥ idleIndex)
+// decides every request at or after now as a cell in the state
+// idleIndex<<shift (a floor) does.
+func (p *FixedParams) idleIndex(state uint64) uint64 {
+	if state&p.mask > 0 {
+		return state>>p.shift + 1
+	}
+	return state >> p.shift
 }
 
 // A FixedCell is the state of one fixed-window limit: one atomic word

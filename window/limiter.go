@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -32,7 +33,7 @@ type Fixed struct {
 // period. Errors wrap ErrInvalidLimit, ErrInvalidPeriod, ErrOverflow or
 // ErrOption.
 func NewFixed(n int, period time.Duration, opts ...Option) (*Fixed, error) {
-	cfg, err := configure(opts, true)
+	cfg, err := configure(opts, true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ type Counter struct {
 // rolling window of length period; its fixed windows start at creation.
 // Errors wrap ErrInvalidLimit, ErrInvalidPeriod, ErrOverflow or ErrOption.
 func NewCounter(n int, period time.Duration, opts ...Option) (*Counter, error) {
-	cfg, err := configure(opts, false)
+	cfg, err := configure(opts, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +147,9 @@ func (c *Counter) String() string {
 // request for n ≠ 1 events is denied with RetryAfter gcra.Never (use Fixed
 // or Counter for weighted requests).
 type Log struct {
-	log *LogRing
+	log LogRing
+	//lint:ignore U1000 keeps the ring's head alone on its cache line
+	_   [cacheLine - 32]byte
 	p   LogParams
 	src timebase.Source
 }
@@ -155,7 +158,7 @@ type Log struct {
 // window of length period. Errors wrap ErrInvalidLimit, ErrInvalidPeriod,
 // ErrOverflow or ErrOption.
 func NewLog(n int, period time.Duration, opts ...Option) (*Log, error) {
-	cfg, err := configure(opts, false)
+	cfg, err := configure(opts, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +167,7 @@ func NewLog(n int, period time.Duration, opts ...Option) (*Log, error) {
 	if l.p, err = NewLogParams(n, period); err != nil {
 		return nil, err
 	}
-	l.log = NewLogRing(&l.p)
+	l.log.slots = make([]atomic.Uint64, l.p.limit)
 	return l, nil
 }
 
@@ -197,12 +200,7 @@ func (l *Log) PeekAt(now time.Time, n int) gcra.Decision {
 }
 
 func (l *Log) decide(now int64, n int, peek bool) gcra.Decision {
-	if n != 1 {
-		d := l.log.decide(&l.p, now, true)
-		d.Allowed, d.RetryAfter = false, gcra.Never
-		return d
-	}
-	return l.log.decide(&l.p, now, peek)
+	return l.log.decideN(&l.p, now, n, peek)
 }
 
 // Params returns the limiter's parameters.

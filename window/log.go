@@ -92,8 +92,13 @@ func (p *LogParams) Decide(oldest, latest, now int64) (u int64, d gcra.Decision)
 // admissions −N … −1, expired at time 0).
 const lapBit = 1 << 63
 
+// retiredSlot, stored in the slot the next admission would write, retires a
+// ring (a keyed limiter removed it): admit meets it and denies, and since no
+// admission can write that slot, head never moves again.
+const retiredSlot = ^uint64(0)
+
 // A LogRing is the ring of an exact sliding log: N slots of one word each plus a
-// head word, 8·N + 64 bytes. It is lock-free: no call waits for another, and
+// head word and the slots' header, 8·N + 32 bytes. It is lock-free: no call waits for another, and
 // a call is delayed only by admissions that succeed meanwhile. A denial
 // writes nothing. It must not be copied after first use.
 //
@@ -121,14 +126,29 @@ const lapBit = 1 << 63
 // the proof in LogParams requires. One parity bit is enough to tell u[k−N]
 // from u[k] in step 1, because head pins the slot to one of those two.
 type LogRing struct {
-	head atomic.Uint64
-	//lint:ignore U1000 keeps head alone on its cache line
-	_     [cacheLine - 8]byte
+	// head shares its line with the slots' header, which every call reads
+	// anyway; the single-key Log pads the ring, a keyed ring is not padded
+	// (32 bytes besides the slots).
+	head  atomic.Uint64
 	slots []atomic.Uint64 // N slots; the zero slot is expired at time 0
 }
 
 // NewLogRing returns the ring for p.
-func NewLogRing(p *LogParams) *LogRing { return &LogRing{slots: make([]atomic.Uint64, p.limit)} }
+func NewLogRing(p *LogParams) *LogRing { return newLogRingAt(p, 0) }
+
+// newLogRingAt returns a ring for p on which every slot expires at floor:
+// no event is admitted before floor (the keyed limiter's floor, see
+// KeyedLog). Expiries still never decrease along the ring, and every write
+// still raises a slot by at least W, so the protocol and its proof hold.
+func newLogRingAt(p *LogParams, floor int64) *LogRing {
+	l := &LogRing{slots: make([]atomic.Uint64, p.limit)}
+	if floor > 0 {
+		for i := range l.slots {
+			l.slots[i].Store(uint64(floor)) // lap 0: parity bit clear
+		}
+	}
+	return l
+}
 
 // Allow reports whether one event is admitted at now under p (the p the
 // ring was made for) and records it if so.
@@ -152,6 +172,9 @@ func (l *LogRing) admit(p *LogParams, now int64, peek bool) (ok bool, u, oldest 
 		cur := l.slots[i].Load()
 		if l.head.Load() != k {
 			continue
+		}
+		if cur == retiredSlot {
+			return false, int64(latest &^ lapBit), int64(gcra.MaxNow) // retired: deny, write nothing
 		}
 		if cur&lapBit == lap {
 			l.head.CompareAndSwap(k, k+1) // admission k is written: help
@@ -201,6 +224,18 @@ func (l *LogRing) Peek(p *LogParams, now int64) gcra.Decision {
 	return l.decide(p, now, true)
 }
 
+// decideN is decide for a request of n events: only n == 1 can be admitted,
+// and any other n is denied with RetryAfter gcra.Never and the state as it
+// is (nothing is recorded).
+func (l *LogRing) decideN(p *LogParams, now int64, n int, peek bool) gcra.Decision {
+	if n != 1 {
+		d := l.State(p, now)
+		d.RetryAfter = gcra.Never
+		return d
+	}
+	return l.decide(p, now, peek)
+}
+
 func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
 	ok, u, oldest := l.admit(p, now, peek)
 	d := gcra.Decision{Allowed: ok, ResetAfter: time.Duration(max(u-now, 0))}
@@ -230,6 +265,44 @@ func (l *LogRing) expired(now int64) int {
 		}
 	}
 	return int(lo)
+}
+
+// idle returns the head k, the value of the slot admission k would write
+// (u[k−N], or retiredSlot) for retireFrom, the latest expiry u[k−1] (when
+// the ring becomes idle, and the floor a replacement must start from), and
+// whether the ring is idle at now: not retired, and its latest admission
+// has left the window, so every one has. Like admit, it first helps head
+// past an admission that is written but not yet counted.
+func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
+	n := uint64(len(l.slots))
+	for {
+		k = l.head.Load()
+		lat := l.slots[(k+n-1)%n].Load()
+		cur = l.slots[k%n].Load()
+		if l.head.Load() != k {
+			continue
+		}
+		if cur != retiredSlot && cur&lapBit == (k/n+1)<<63 {
+			l.head.CompareAndSwap(k, k+1) // admission k is written: help
+			continue
+		}
+		latest = int64(lat &^ lapBit)
+		return k, cur, latest, cur != retiredSlot && latest <= now
+	}
+}
+
+// retireFrom retires the ring if the slot the next admission would write
+// still holds cur, and reports whether it did. Admission k (head == k) is
+// linearized by its CompareAndSwap on that slot: either it came first, and
+// this one fails, or it meets retiredSlot and denies. So every admission
+// the caller of idle did not see is denied.
+func (l *LogRing) retireFrom(k, cur uint64) bool {
+	return cur != retiredSlot && l.slots[k%uint64(len(l.slots))].CompareAndSwap(cur, retiredSlot)
+}
+
+// isRetired reports whether the ring has been retired.
+func (l *LogRing) isRetired() bool {
+	return l.slots[l.head.Load()%uint64(len(l.slots))].Load() == retiredSlot
 }
 
 // Len returns N, the number of slots.
