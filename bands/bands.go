@@ -59,6 +59,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/keyed"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 	"github.com/atomiclimit/atomiclimit/window"
 )
@@ -71,11 +72,13 @@ const MaxBands = 8
 // ErrInvalidBand and the sentinel of the package that rejected it
 // (gcra.ErrInvalidBurst, window.ErrOverflow, …), so errors.Is matches either.
 var (
-	ErrNoBands       = errors.New("bands: no bands")
-	ErrTooManyBands  = errors.New("bands: more than MaxBands bands")
-	ErrInvalidBand   = errors.New("bands: invalid band")
-	ErrLogNotLast    = errors.New("bands: a log band must be the last band, and only one")
-	errCoarseGCRATip = "raise the burst or use the default clock"
+	ErrNoBands        = errors.New("bands: no bands")
+	ErrTooManyBands   = errors.New("bands: more than MaxBands bands")
+	ErrInvalidBand    = errors.New("bands: invalid band")
+	ErrLogNotLast     = errors.New("bands: a log band must be the last band, and only one")
+	ErrOption         = errors.New("bands: option does not apply")
+	ErrInvalidMaxKeys = errors.New("bands: invalid key bound")
+	errCoarseGCRATip  = "raise the burst or use the default clock"
 )
 
 type kind uint8
@@ -147,10 +150,21 @@ type Limiter struct {
 	// words[i] is band i's state: a GCRA TAT, or a packed window state. All
 	// bands of a request are written together, so they share one line.
 	words [MaxBands]atomic.Uint64
-	bands []band
-	ring  *window.LogRing // the last band's, if it is a log
+	c     cell // c.words is words[:len(bands)]
+	bands set
 	src   timebase.Source
 }
+
+// cell is one key's state: a word per band (a GCRA TAT or a packed window
+// state) and, if the last band is a log, its ring.
+type cell struct {
+	words []atomic.Uint64
+	ring  *window.LogRing
+}
+
+// set is a validated list of bands; its methods decide on any cell of as
+// many words.
+type set []band
 
 // A Clock tells the time; WithClock makes a Limiter read it (the same
 // interface as atomicbucket.Clock).
@@ -163,11 +177,56 @@ type config struct {
 	clock  Clock
 	coarse bool
 	source *timebase.Source // tests only
+
+	keyed     keyed.Config // NewKeyed only
+	keyedOnly string       // the first keyed-only option given
+}
+
+// configure applies opts for New (keyedLimiter false) or NewKeyed.
+func configure(opts []Option, keyedLimiter bool) (config, error) {
+	cfg := config{keyed: keyed.DefaultConfig()}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	switch {
+	case cfg.keyedOnly != "" && !keyedLimiter:
+		return cfg, fmt.Errorf("%w: %s applies to NewKeyed only", ErrOption, cfg.keyedOnly)
+	case !cfg.keyed.Valid():
+		return cfg, fmt.Errorf("%w: WithMaxKeys(%d, %v)", ErrInvalidMaxKeys, cfg.keyed.MaxKeys, cfg.keyed.Full)
+	}
+	return cfg, nil
 }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMaxKeys bounds a Keyed limiter to n keys (0: no bound), exactly; see
+// atomicbucket.WithMaxKeys for the policies.
+func WithMaxKeys(n int, policy atomicbucket.FullPolicy) Option {
+	return keyedOption("WithMaxKeys", func(c *keyed.Config) { c.MaxKeys, c.Full = n, policy })
+}
+
+// WithSweepInterval sets how long the background sweeper of a Keyed limiter
+// takes for one pass over every key (default one minute); d ≤ 0 starts no
+// sweeper.
+func WithSweepInterval(d time.Duration) Option {
+	return keyedOption("WithSweepInterval", func(c *keyed.Config) { c.SweepEvery = d })
+}
+
+// WithShards sets the number of shards of a Keyed limiter's map.
+func WithShards(n int) Option {
+	return keyedOption("WithShards", func(c *keyed.Config) { c.Shards = n })
+}
+
+func keyedOption(name string, set func(*keyed.Config)) Option {
+	return optionFunc(func(cfg *config) {
+		set(&cfg.keyed)
+		if cfg.keyedOnly == "" {
+			cfg.keyedOnly = name
+		}
+	})
+}
 
 // WithClock makes the limiter read c instead of the monotonic clock; c.Now()
 // at construction is its epoch (see atomicbucket.WithClock).
@@ -185,55 +244,65 @@ func WithCoarseClock() Option {
 
 // New returns a limiter that admits a request only if every band does.
 func New(specs []Band, opts ...Option) (*Limiter, error) {
+	cfg, err := configure(opts, false)
+	if err != nil {
+		return nil, err
+	}
+	l := &Limiter{}
+	l.src = timebase.Choose(l, cfg.source, cfg.coarse, cfg.clock)
+	if l.bands, err = newSet(specs, &l.src); err != nil {
+		return nil, err
+	}
+	l.c.words = l.words[:len(specs)]
+	if last := &l.bands[len(l.bands)-1]; last.kind == kindLog {
+		l.c.ring = window.NewLogRing(&last.l)
+	}
+	return l, nil
+}
+
+// newSet validates specs against the limiter's clock.
+func newSet(specs []Band, src *timebase.Source) (set, error) {
 	switch {
 	case len(specs) == 0:
 		return nil, ErrNoBands
 	case len(specs) > MaxBands:
 		return nil, fmt.Errorf("%w: %d", ErrTooManyBands, len(specs))
 	}
-	var cfg config
-	for _, o := range opts {
-		o.apply(&cfg)
-	}
-	l := &Limiter{bands: make([]band, len(specs))}
-	l.src = timebase.Choose(l, cfg.source, cfg.coarse, cfg.clock)
-	now := l.src.Now()
-	for i, s := range specs {
-		b := &l.bands[i]
-		b.kind = s.kind
+	s := make(set, len(specs))
+	now := src.Now()
+	for i, sp := range specs {
+		b := &s[i]
+		b.kind = sp.kind
 		var err error
-		switch s.kind {
+		switch sp.kind {
 		case kindGCRA:
-			b.g, err = gcra.NewParams(s.limit, s.burst)
-			if err == nil && l.src.IsCoarse() && !b.g.IsUnlimited() && b.g.Burst() > 0 &&
+			b.g, err = gcra.NewParams(sp.limit, sp.burst)
+			if err == nil && src.IsCoarse() && !b.g.IsUnlimited() && b.g.Burst() > 0 &&
 				time.Duration(b.g.Burst()-1)*b.g.Interval() < timebase.CoarseTick {
 				err = fmt.Errorf("%w: %s", atomicbucket.ErrCoarseTick, errCoarseGCRATip)
 			}
 		case kindFixed:
-			b.f, err = window.NewFixedParams(s.n, s.period, s.align.Start(l.src.Time(0), now, s.period))
+			b.f, err = window.NewFixedParams(sp.n, sp.period, sp.align.Start(src.Time(0), now, sp.period))
 		case kindCounter:
-			b.c, err = window.NewCounterParams(s.n, s.period, now)
+			b.c, err = window.NewCounterParams(sp.n, sp.period, now)
 		case kindLog:
 			if i != len(specs)-1 {
 				return nil, fmt.Errorf("%w: band %d of %d", ErrLogNotLast, i, len(specs))
 			}
-			b.l, err = window.NewLogParams(s.n, s.period)
-			if err == nil {
-				l.ring = window.NewLogRing(&b.l)
-			}
+			b.l, err = window.NewLogParams(sp.n, sp.period)
 		default:
 			err = errors.New("the zero Band (use bands.GCRA, Fixed, Counter or Log)")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w %d (%v): %w", ErrInvalidBand, i, s, err)
+			return nil, fmt.Errorf("%w %d (%v): %w", ErrInvalidBand, i, sp, err)
 		}
 	}
-	return l, nil
+	return s, nil
 }
 
 // check reports whether band i would admit n at now. Loads only.
-func (l *Limiter) check(i int, now int64, n int) bool {
-	b, w := &l.bands[i], &l.words[i]
+func (s set) check(c *cell, i int, now int64, n int) bool {
+	b, w := &s[i], &c.words[i]
 	switch b.kind {
 	case kindGCRA:
 		_, ok := b.g.Admit(int64(w.Load()), now, n)
@@ -245,14 +314,14 @@ func (l *Limiter) check(i int, now int64, n int) bool {
 		_, ok := b.c.Admit(w.Load(), now, n)
 		return ok
 	default:
-		return n == 1 && l.ring.Admits(&b.l, now)
+		return n == 1 && c.ring.Admits(&b.l, now)
 	}
 }
 
 // take admits n at now on band i and returns what refund needs: the state
 // the admission stored.
-func (l *Limiter) take(i int, now int64, n int) (stored uint64, ok bool) {
-	b, w := &l.bands[i], &l.words[i]
+func (s set) take(c *cell, i int, now int64, n int) (stored uint64, ok bool) {
+	b, w := &s[i], &c.words[i]
 	for {
 		old := w.Load()
 		var next uint64
@@ -269,7 +338,7 @@ func (l *Limiter) take(i int, now int64, n int) (stored uint64, ok bool) {
 		case kindCounter:
 			next, ok = b.c.Admit(old, now, n)
 		default:
-			return 0, n == 1 && l.ring.Allow(&b.l, now)
+			return 0, n == 1 && c.ring.Allow(&b.l, now)
 		}
 		if !ok {
 			return 0, false // a denial stores nothing
@@ -284,8 +353,8 @@ func (l *Limiter) take(i int, now int64, n int) (stored uint64, ok bool) {
 
 // refund gives back the n events band i admitted by storing stored (see the
 // package doc for why this cannot create quota).
-func (l *Limiter) refund(i int, now int64, stored uint64, n int) {
-	b, w := &l.bands[i], &l.words[i]
+func (s set) refund(c *cell, i int, now int64, stored uint64, n int) {
+	b, w := &s[i], &c.words[i]
 	for {
 		old := w.Load()
 		var back uint64
@@ -309,28 +378,28 @@ func (l *Limiter) refund(i int, now int64, stored uint64, n int) {
 
 // admit is the whole admission: check every band, then take from each,
 // refunding on a late denial. It reports whether n was admitted.
-func (l *Limiter) admit(now int64, n int) bool {
-	for i := range l.bands {
-		if !l.check(i, now, n) {
+func (s set) admit(c *cell, now int64, n int) bool {
+	for i := range s {
+		if !s.check(c, i, now, n) {
 			return false // nothing written
 		}
 	}
-	return l.takeAll(now, n)
+	return s.takeAll(c, now, n)
 }
 
 // takeAll takes n from every band in order; if one denies, it refunds the
 // bands before it, last first.
-func (l *Limiter) takeAll(now int64, n int) bool {
+func (s set) takeAll(c *cell, now int64, n int) bool {
 	var stored [MaxBands]uint64
-	for i := range l.bands {
-		s, ok := l.take(i, now, n)
+	for i := range s {
+		st, ok := s.take(c, i, now, n)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
-				l.refund(j, now, stored[j], n)
+				s.refund(c, j, now, stored[j], n)
 			}
 			return false
 		}
-		stored[i] = s
+		stored[i] = st
 	}
 	return true
 }
@@ -338,11 +407,11 @@ func (l *Limiter) takeAll(now int64, n int) bool {
 // Allow reports whether one event may happen now under every band, and
 // counts it in all of them if so. Allow is shorthand for
 // AllowN(clock.Now(), 1).
-func (l *Limiter) Allow() bool { return l.admit(l.src.Now(), 1) }
+func (l *Limiter) Allow() bool { return l.bands.admit(&l.c, l.src.Now(), 1) }
 
 // AllowN reports whether n events may happen at now under every band, and
 // counts them in all of them if so. A log band admits only n == 1.
-func (l *Limiter) AllowN(now time.Time, n int) bool { return l.admit(l.src.At(now), n) }
+func (l *Limiter) AllowN(now time.Time, n int) bool { return l.bands.admit(&l.c, l.src.At(now), n) }
 
 // A Decision is the outcome of a request under several bands: the
 // gcra.Decision of the most restrictive band, and which band that is.
@@ -359,42 +428,46 @@ type Decision struct {
 
 // Decide is Allow for n events with the whole decision. Decide is shorthand
 // for DecideAt(clock.Now(), n).
-func (l *Limiter) Decide(n int) Decision { return l.decide(l.src.Now(), n, false) }
+func (l *Limiter) Decide(n int) Decision { return l.bands.decide(&l.c, l.src.Now(), n, false) }
 
 // DecideAt is Decide at the given time.
-func (l *Limiter) DecideAt(now time.Time, n int) Decision { return l.decide(l.src.At(now), n, false) }
+func (l *Limiter) DecideAt(now time.Time, n int) Decision {
+	return l.bands.decide(&l.c, l.src.At(now), n, false)
+}
 
 // Peek returns the decision Decide(n) would make now, counting nothing.
 // Peek is shorthand for PeekAt(clock.Now(), n).
-func (l *Limiter) Peek(n int) Decision { return l.decide(l.src.Now(), n, true) }
+func (l *Limiter) Peek(n int) Decision { return l.bands.decide(&l.c, l.src.Now(), n, true) }
 
 // PeekAt is Peek at the given time.
-func (l *Limiter) PeekAt(now time.Time, n int) Decision { return l.decide(l.src.At(now), n, true) }
+func (l *Limiter) PeekAt(now time.Time, n int) Decision {
+	return l.bands.decide(&l.c, l.src.At(now), n, true)
+}
 
-func (l *Limiter) decide(now int64, n int, peek bool) Decision {
+func (s set) decide(c *cell, now int64, n int, peek bool) Decision {
 	ok := true
-	for i := range l.bands {
-		if !l.check(i, now, n) {
+	for i := range s {
+		if !s.check(c, i, now, n) {
 			ok = false
 			break
 		}
 	}
 	if ok && !peek {
-		ok = l.takeAll(now, n)
+		ok = s.takeAll(c, now, n)
 	}
 	var d Decision
 	d.Allowed = ok
 	d.Remaining = int(^uint(0) >> 1)
-	for i := range l.bands {
+	for i := range s {
 		var bd gcra.Decision
 		switch {
 		case ok && peek:
-			bd = l.peek(i, now, n) // as if admitted
+			bd = s.peek(c, i, now, n) // as if admitted
 		case ok:
-			bd = l.current(i, now) // as stored
+			bd = s.current(c, i, now) // as stored
 		default:
-			bd = l.current(i, now) // nothing was taken
-			if pk := l.peek(i, now, n); !pk.Allowed && pk.RetryAfter > d.RetryAfter {
+			bd = s.current(c, i, now) // nothing was taken
+			if pk := s.peek(c, i, now, n); !pk.Allowed && pk.RetryAfter > d.RetryAfter {
 				d.RetryAfter, d.Band = pk.RetryAfter, i
 			}
 		}
@@ -412,8 +485,8 @@ func (l *Limiter) decide(now int64, n int, peek bool) Decision {
 
 // peek is band i's decision for n at now, counting nothing: Remaining and
 // the durations describe the state after a hypothetical admission.
-func (l *Limiter) peek(i int, now int64, n int) gcra.Decision {
-	b, w := &l.bands[i], &l.words[i]
+func (s set) peek(c *cell, i int, now int64, n int) gcra.Decision {
+	b, w := &s[i], &c.words[i]
 	switch b.kind {
 	case kindGCRA:
 		_, d := b.g.Decide(int64(w.Load()), now, n)
@@ -425,7 +498,7 @@ func (l *Limiter) peek(i int, now int64, n int) gcra.Decision {
 		_, d := b.c.Decide(w.Load(), now, n)
 		return d
 	default:
-		d := l.ring.Peek(&b.l, now)
+		d := c.ring.Peek(&b.l, now)
 		if n != 1 {
 			d.Allowed, d.RetryAfter = false, gcra.Never
 		}
@@ -434,8 +507,8 @@ func (l *Limiter) peek(i int, now int64, n int) gcra.Decision {
 }
 
 // current describes band i at now without a request.
-func (l *Limiter) current(i int, now int64) gcra.Decision {
-	b, w := &l.bands[i], &l.words[i]
+func (s set) current(c *cell, i int, now int64) gcra.Decision {
+	b, w := &s[i], &c.words[i]
 	switch b.kind {
 	case kindGCRA:
 		return b.g.State(int64(w.Load()), now)
@@ -444,7 +517,7 @@ func (l *Limiter) current(i int, now int64) gcra.Decision {
 	case kindCounter:
 		return b.c.State(w.Load(), now)
 	default:
-		return l.ring.State(&b.l, now)
+		return c.ring.State(&b.l, now)
 	}
 }
 

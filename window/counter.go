@@ -247,6 +247,13 @@ func (p *CounterParams) idleIndex(state uint64) uint64 {
 	return w
 }
 
+// Idle is FixedParams.Idle for the counter: its state is idle once neither
+// of its counts is inside the estimate any more.
+func (p *CounterParams) Idle(state uint64, now int64) (from int64, floor uint64, ok bool) {
+	i := p.idleIndex(state)
+	return p.start + int64(i)*p.period, i << (2 * p.shift), p.index(now) >= i
+}
+
 // A CounterCell is the state of one sliding-window-counter limit: one atomic
 // word (see CounterParams for the layout). The zero CounterCell is ready to
 // use. It is safe for concurrent use; its methods never block or allocate,

@@ -191,6 +191,16 @@ func (p *FixedParams) idleIndex(state uint64) uint64 {
 	return state >> p.shift
 }
 
+// Idle tells a keyed limiter when state stops mattering: from is the start
+// of its idle window (idleIndex), floor that window as a state with a zero
+// count (a replacement cell must start no earlier), and ok whether state is
+// idle at now. An idle state decides every request at or after now as a
+// fresh cell in floor's window would.
+func (p *FixedParams) Idle(state uint64, now int64) (from int64, floor uint64, ok bool) {
+	i := p.idleIndex(state)
+	return p.start + int64(i)*p.period, i << p.shift, p.index(now) >= i
+}
+
 // A FixedCell is the state of one fixed-window limit: one atomic word
 // (see FixedParams for the layout). The zero FixedCell is ready to use. It
 // is safe for concurrent use; its methods never block or allocate, and a

@@ -256,15 +256,12 @@ type wordCells struct {
 	floor atomic.Uint64
 }
 
-// idle returns the window from which state is idle, that window packed as a
-// state with zero counts, and whether state is idle at now.
+// idle is the algorithm's Idle.
 func (w *wordCells) idle(state uint64, now int64) (from int64, floor uint64, ok bool) {
 	if w.fixed {
-		i := w.f.idleIndex(state)
-		return w.f.start + int64(i)*w.f.period, i << w.f.shift, w.f.index(now) >= i
+		return w.f.Idle(state, now)
 	}
-	i := w.c.idleIndex(state)
-	return w.c.start + int64(i)*w.c.period, i << (2 * w.c.shift), w.c.index(now) >= i
+	return w.c.Idle(state, now)
 }
 
 // raiseFloor makes the floor at least f. Floors have zero counts, so the

@@ -136,6 +136,9 @@ type LogRing struct {
 // NewLogRing returns the ring for p.
 func NewLogRing(p *LogParams) *LogRing { return newLogRingAt(p, 0) }
 
+// NewLogRingAt is NewLogRing for a keyed limiter: see newLogRingAt.
+func NewLogRingAt(p *LogParams, floor int64) *LogRing { return newLogRingAt(p, floor) }
+
 // newLogRingAt returns a ring for p on which every slot expires at floor:
 // no event is admitted before floor (the keyed limiter's floor, see
 // KeyedLog). Expiries still never decrease along the ring, and every write
@@ -290,6 +293,25 @@ func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
 		return k, cur, latest, cur != retiredSlot && latest <= now
 	}
 }
+
+// A LogMark is a ring's position as Idle saw it, for RetireFrom.
+type LogMark struct{ k, cur uint64 }
+
+// Idle reports when the ring became or becomes idle (latest, its latest
+// expiry: also the floor a replacement must start from) and whether it is
+// idle at now; the mark lets RetireFrom retire it only if nothing was
+// admitted since.
+func (l *LogRing) Idle(now int64) (m LogMark, latest int64, ok bool) {
+	m.k, m.cur, latest, ok = l.idle(now)
+	return m, latest, ok
+}
+
+// RetireFrom retires the ring if nothing was admitted since Idle returned m
+// (see retireFrom), and reports whether it did.
+func (l *LogRing) RetireFrom(m LogMark) bool { return l.retireFrom(m.k, m.cur) }
+
+// IsRetired reports whether the ring has been retired.
+func (l *LogRing) IsRetired() bool { return l.isRetired() }
 
 // retireFrom retires the ring if the slot the next admission would write
 // still holds cur, and reports whether it did. Admission k (head == k) is
