@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/keyed"
 )
 
 // gcraCells tells the key store how to evict GCRA cells, and holds the floor
@@ -12,18 +13,6 @@ type gcraCells struct {
 	// floor is at least the TAT of every cell retired as idle; new cells
 	// start at TAT = floor. It only grows.
 	floor atomic.Int64
-}
-
-// raiseFloor makes floor at least tat. First the floor, then the retiring
-// CompareAndSwap: a cell created after a retired cell's removal reads a
-// floor ≥ that cell's TAT.
-func (g *gcraCells) raiseFloor(tat int64) {
-	for {
-		f := g.floor.Load()
-		if f >= tat || g.floor.CompareAndSwap(f, tat) {
-			return
-		}
-	}
 }
 
 // RetireIdle retires c if it is idle at now (TAT ≤ now: a full bucket). It
@@ -35,7 +24,7 @@ func (g *gcraCells) RetireIdle(c *cell, now int64) bool {
 	if tat > now || tat == gcra.Retired {
 		return false // active, or already retired by someone else
 	}
-	g.raiseFloor(tat)
+	keyed.Raise(&g.floor, tat)
 	return c.retireFrom(tat) // fails if admitted meanwhile: active again
 }
 
@@ -54,7 +43,7 @@ func (g *gcraCells) RetireStale(c *cell, limit, now int64) (retired, idle bool) 
 		return false, false
 	}
 	if t <= now {
-		g.raiseFloor(t)
+		keyed.Raise(&g.floor, t)
 	}
 	return c.retireFrom(t), t <= now
 }

@@ -3,6 +3,10 @@
 // every band admits it. A band is a GCRA limit (gcra), a fixed window, a
 // sliding-window counter or an exact sliding log (window).
 //
+// Limiter is one key's bands; Keyed holds a set of bands per key on a shared
+// sharded map, with exact idle eviction (see Keyed for the protocol and why
+// it keeps every band's bound).
+//
 // # Guarantees
 //
 // Every band keeps its own bound under any interleaving of any number of

@@ -305,12 +305,7 @@ func (b *bandCells) snapshot(c *cell, now int64) (s snapshot) {
 // raiseFloors is step 2.
 func (b *bandCells) raiseFloors(s *snapshot) {
 	for i := range b.bands {
-		for {
-			f := b.floors[i].Load()
-			if f >= s.floors[i] || b.floors[i].CompareAndSwap(f, s.floors[i]) {
-				break
-			}
-		}
+		keyed.Raise(&b.floors[i], s.floors[i])
 	}
 }
 

@@ -68,3 +68,27 @@ func ExampleCounter_DecideAt() {
 	// at 1.25s: allowed=true remaining=0 retry=0s
 	// at 1.25s: allowed=false remaining=0 retry=150ms
 }
+
+// A keyed exact sliding log: at most 2 requests per API key in any rolling
+// minute, each key on its own; an idle key is removed and comes back fresh.
+func ExampleKeyedLog() {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lim, _ := window.NewKeyedLog[string](2, time.Minute,
+		window.WithClock(fixedClock{t0}), window.WithSweepInterval(0))
+	defer lim.Close()
+	for _, r := range []struct {
+		key string
+		at  time.Duration
+	}{{"alice", 0}, {"alice", 10 * time.Second}, {"bob", 20 * time.Second}, {"alice", 30 * time.Second}, {"alice", 61 * time.Second}} {
+		d := lim.DecideAt(r.key, t0.Add(r.at), 1)
+		fmt.Printf("%-5s at %v: allowed=%v retry=%v\n", r.key, r.at, d.Allowed, d.RetryAfter)
+	}
+	fmt.Println("keys:", lim.Len(), "removed at 2m:", lim.SweepAt(t0.Add(2*time.Minute)), "keys:", lim.Len())
+	// Output:
+	// alice at 0s: allowed=true retry=0s
+	// alice at 10s: allowed=true retry=0s
+	// bob   at 20s: allowed=true retry=0s
+	// alice at 30s: allowed=false retry=30s
+	// alice at 1m1s: allowed=true retry=0s
+	// keys: 2 removed at 2m: 1 keys: 1
+}

@@ -264,17 +264,6 @@ func (w *wordCells) idle(state uint64, now int64) (from int64, floor uint64, ok 
 	return w.c.Idle(state, now)
 }
 
-// raiseFloor makes the floor at least f. Floors have zero counts, so the
-// larger word is the later window.
-func (w *wordCells) raiseFloor(f uint64) {
-	for {
-		old := w.floor.Load()
-		if old >= f || w.floor.CompareAndSwap(old, f) {
-			return
-		}
-	}
-}
-
 // RetireIdle retires c if it is idle at now: first the floor, then the
 // retiring CompareAndSwap from the state examined (see keyed.Cells).
 func (w *wordCells) RetireIdle(c *wordCell, now int64) bool {
@@ -286,7 +275,7 @@ func (w *wordCells) RetireIdle(c *wordCell, now int64) bool {
 	if !idle {
 		return false
 	}
-	w.raiseFloor(floor)
+	keyed.Raise(&w.floor, floor)
 	return c.state.CompareAndSwap(s, Retired) // fails if admitted meanwhile
 }
 
@@ -312,7 +301,7 @@ func (w *wordCells) RetireStale(c *wordCell, limit, now int64) (retired, idle bo
 		return false, false
 	}
 	if idle {
-		w.raiseFloor(floor)
+		keyed.Raise(&w.floor, floor)
 	}
 	return c.state.CompareAndSwap(s, Retired), idle
 }

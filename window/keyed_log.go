@@ -196,15 +196,6 @@ type logCells struct {
 	floor atomic.Int64
 }
 
-func (g *logCells) raiseFloor(u int64) {
-	for {
-		f := g.floor.Load()
-		if f >= u || g.floor.CompareAndSwap(f, u) {
-			return
-		}
-	}
-}
-
 // RetireIdle retires r if it is idle at now: first the floor, then the
 // retiring CompareAndSwap (see LogRing.retireFrom).
 func (g *logCells) RetireIdle(r *LogRing, now int64) bool {
@@ -212,7 +203,7 @@ func (g *logCells) RetireIdle(r *LogRing, now int64) bool {
 	if !idle {
 		return false
 	}
-	g.raiseFloor(latest)
+	keyed.Raise(&g.floor, latest)
 	return r.retireFrom(k, cur) // fails if an admission came meanwhile
 }
 
@@ -233,7 +224,7 @@ func (g *logCells) RetireStale(r *LogRing, limit, now int64) (retired, idle bool
 		return false, false
 	}
 	if idle {
-		g.raiseFloor(latest)
+		keyed.Raise(&g.floor, latest)
 	}
 	return r.retireFrom(k, cur), idle
 }
