@@ -1,5 +1,0 @@
-//go:build !race
-
-package atomicbucket_test
-
-const raceEnabled = false

@@ -1,0 +1,284 @@
+package algo
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// MaxBands is the most algorithms one Set holds.
+const MaxBands = 8
+
+// ErrLogNotLast: an algorithm that cannot refund (the sliding log) is
+// allowed only as the last member of a Set.
+var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (the sliding log) must be the last band, and only one")
+
+// A Set is the list of algorithms one key is held to: usually one, or
+// several bands at once (20 per second and 1,000 per hour and 10,000 per
+// day), a request being admitted only if every band admits it. Its state is
+// the bands' words one after another. Its floors are one word per band.
+//
+// # Several bands
+//
+// An admission first checks every band with loads only (Admits); a request
+// any band denies writes nothing. Then it takes the request from each band in
+// turn. If a band that passed the check denies now (another goroutine took
+// its last quota in between), the bands already taken from are refunded,
+// last first, and the request is denied. A refund never creates quota (each
+// algorithm's Refund says why), and a band that cannot refund (the log) is
+// allowed only last: when it is reached every other band has admitted, and
+// nothing after it can deny.
+//
+// Removal of an idle state retires its last band only:
+//
+//  1. Idle the last band first, then the others, last to first, and check
+//     that each is idle;
+//  2. raise each band's floor to what it reported;
+//  3. Retire the last band from the mark step 1 saw.
+//
+// Why that is enough: an admission writes the bands in order, the last one
+// last, and each write moves that band's state forward (no refund ever
+// touches the last band). If Retire succeeds, every admission that completed
+// wrote the last band before step 1 read it, so its writes to the other
+// bands, earlier still, were seen by the later reads of step 1 and are
+// covered by the floors. Every other admission meets the retired band, is
+// denied, refunds the bands it took, and decides again on a fresh state.
+type Set struct {
+	algs []Algorithm
+	off  []int // off[i]: the index of band i's first word in the state
+	size int
+}
+
+// NewSet returns the set of algs (1 ≤ len(algs) ≤ MaxBands).
+func NewSet(algs ...Algorithm) (*Set, error) {
+	if len(algs) == 0 || len(algs) > MaxBands {
+		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
+	}
+	s := &Set{algs: algs, off: make([]int, len(algs))}
+	for i, a := range algs {
+		if !refunds(a) && i != len(algs)-1 {
+			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
+		}
+		s.off[i] = s.size
+		s.size += a.Words()
+	}
+	return s, nil
+}
+
+// refunds reports whether a can refund; only the log cannot.
+func refunds(a Algorithm) bool { return a.Quota().Kind != "log" }
+
+// Len returns the number of bands.
+func (s *Set) Len() int { return len(s.algs) }
+
+// Band returns band i.
+func (s *Set) Band(i int) Algorithm { return s.algs[i] }
+
+// Words returns the number of state words of the whole set.
+func (s *Set) Words() int { return s.size }
+
+// Sub returns band i's view of the set's state st.
+func (s *Set) Sub(st State, i int) State {
+	o, w := s.off[i], s.algs[i].Words()
+	var sub State
+	if o == 0 {
+		sub.Word = st.Word
+	} else {
+		sub.Word = &st.Rest[o-1]
+	}
+	if w > 1 {
+		sub.Rest = st.Rest[o : o+w-1]
+	}
+	return sub
+}
+
+// Init sets a fresh state from the floors (one per band).
+func (s *Set) Init(st State, floors []atomic.Uint64) {
+	for i, a := range s.algs {
+		a.Init(s.Sub(st, i), floors[i].Load())
+	}
+}
+
+// Admit decides n at now under every band and records it in all of them if
+// every band admits.
+func (s *Set) Admit(st State, now int64, n int) bool {
+	if len(s.algs) == 1 {
+		_, ok := s.algs[0].Admit(st, now, n)
+		return ok
+	}
+	for i, a := range s.algs {
+		if !a.Admits(s.Sub(st, i), now, n) {
+			return false // nothing written
+		}
+	}
+	return s.takeAll(st, now, n)
+}
+
+// takeAll takes n from every band in order; if one denies, it refunds the
+// bands before it, last first.
+func (s *Set) takeAll(st State, now int64, n int) bool {
+	var stored [MaxBands]uint64
+	for i, a := range s.algs {
+		v, ok := a.Admit(s.Sub(st, i), now, n)
+		if !ok {
+			for j := i - 1; j >= 0; j-- {
+				s.algs[j].Refund(s.Sub(st, j), stored[j], now, n)
+			}
+			return false
+		}
+		stored[i] = v
+	}
+	return true
+}
+
+// Decide is Admit with the decision of the most restrictive band: when
+// denied, the band whose RetryAfter is longest (every band only becomes
+// easier as time passes, so after that wait, absent other traffic, all of
+// them admit); when admitted, the band with the fewest remaining. band is
+// that band's index. ResetAfter and TokenAfter are the longest over the
+// bands. With peek it records nothing.
+func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, band int) {
+	if len(s.algs) == 1 {
+		return s.algs[0].Decide(st, now, n, peek), 0
+	}
+	ok := true
+	for i, a := range s.algs {
+		if !a.Admits(s.Sub(st, i), now, n) {
+			ok = false
+			break
+		}
+	}
+	if ok && !peek {
+		ok = s.takeAll(st, now, n)
+	}
+	d.Allowed = ok
+	d.Remaining = int(^uint(0) >> 1)
+	for i, a := range s.algs {
+		sub := s.Sub(st, i)
+		var bd gcra.Decision
+		if ok && peek {
+			bd = a.Decide(sub, now, n, true) // as if admitted
+		} else {
+			bd = a.Decide(sub, now, 0, true) // as stored
+			if !ok {
+				if pk := a.Decide(sub, now, n, true); !pk.Allowed && pk.RetryAfter > d.RetryAfter {
+					d.RetryAfter, band = pk.RetryAfter, i
+				}
+			}
+		}
+		if bd.Remaining < d.Remaining {
+			d.Remaining = bd.Remaining
+			if ok {
+				band = i
+			}
+		}
+		d.ResetAfter = max(d.ResetAfter, bd.ResetAfter)
+		d.TokenAfter = max(d.TokenAfter, bd.TokenAfter)
+	}
+	return d, band
+}
+
+// snapshot is step 1 of a removal (see Set): each band's Idle, the last
+// band first.
+type snapshot struct {
+	live, idle bool
+	from       int64
+	mark       uint64 // the last band's
+	floors     [MaxBands]uint64
+}
+
+func (s *Set) snapshot(st State, now int64) (sn snapshot) {
+	last := len(s.algs) - 1
+	sn.idle = true
+	for i := last; i >= 0; i-- {
+		mark, from, floor, idle, live := s.algs[i].Idle(s.Sub(st, i), now)
+		if !live {
+			if i == last {
+				return snapshot{} // retired
+			}
+			// An earlier band is never retired; count it as not idle.
+			idle = false
+		}
+		if i == last {
+			sn.mark = mark
+		}
+		sn.floors[i] = floor
+		sn.from = max(sn.from, from)
+		sn.idle = sn.idle && idle
+	}
+	sn.live = true
+	return sn
+}
+
+// raise is step 2: every band's floor at least what step 1 reported.
+func (s *Set) raise(floors []atomic.Uint64, sn *snapshot) {
+	for i, a := range s.algs {
+		for {
+			f := floors[i].Load()
+			m := a.Max(f, sn.floors[i])
+			if m == f || floors[i].CompareAndSwap(f, m) {
+				break
+			}
+		}
+	}
+}
+
+// retire is step 3.
+func (s *Set) retire(st State, sn *snapshot) bool {
+	last := len(s.algs) - 1
+	return s.algs[last].Retire(s.Sub(st, last), sn.mark)
+}
+
+// RetireIdle retires st if every band is idle at now, raising the floors
+// first, and reports whether it did.
+func (s *Set) RetireIdle(st State, floors []atomic.Uint64, now int64) bool {
+	sn := s.snapshot(st, now)
+	if !sn.live || !sn.idle {
+		return false
+	}
+	s.raise(floors, &sn)
+	return s.retire(st, &sn)
+}
+
+// IdleFrom returns when the last of st's bands becomes idle, and false if
+// st is retired.
+func (s *Set) IdleFrom(st State) (int64, bool) {
+	sn := s.snapshot(st, 0)
+	return sn.from, sn.live
+}
+
+// RetireStale retires st, idle or not, if every band is idle by limit; the
+// floors are raised only if st is idle at now (an active state loses its
+// counts, as EvictStalest documents).
+func (s *Set) RetireStale(st State, floors []atomic.Uint64, limit, now int64) (retired, idle bool) {
+	sn := s.snapshot(st, now)
+	if !sn.live || sn.from > limit {
+		return false, false
+	}
+	if sn.idle {
+		s.raise(floors, &sn)
+	}
+	return s.retire(st, &sn), sn.idle
+}
+
+// IsRetired reports whether st is retired: its last band is.
+func (s *Set) IsRetired(st State) bool {
+	last := len(s.algs) - 1
+	return s.algs[last].IsRetired(s.Sub(st, last))
+}
+
+// Compatible reports whether o may replace s on states s wrote: band by
+// band compatible.
+func (s *Set) Compatible(o *Set) bool {
+	if len(s.algs) != len(o.algs) {
+		return false
+	}
+	for i, a := range s.algs {
+		if !a.Compatible(o.algs[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,116 @@
+package algo
+
+import "github.com/atomiclimit/atomiclimit/gcra"
+
+// A WordRule is an algorithm whose whole state is one packed word: the pure
+// decision (no atomics, no clock) that Word wraps in the shared
+// CompareAndSwap loop. GCRA, the fixed windows and the sliding counter are
+// WordRules.
+type WordRule interface {
+	// Admit decides n at now on state: the state to store and whether it is
+	// admitted. Denied, or n = 0: next == state (nothing to store).
+	Admit(state uint64, now int64, n int) (next uint64, ok bool)
+	// Decide is Admit with the whole decision, describing next.
+	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
+	// Refund takes back the n of the admission that stored stored, if state
+	// still counts it: the state to store and whether there is one.
+	Refund(state, stored uint64, now int64, n int) (back uint64, ok bool)
+	// Idle reports when state becomes idle, the floor a replacement starts
+	// from, and whether it is idle at now.
+	Idle(state uint64, now int64) (from int64, floor uint64, idle bool)
+	// Retired is the retired state: every request is denied against it and
+	// nothing is stored.
+	Retired() uint64
+	Quota() Quota
+}
+
+// word is a WordRule as an Algorithm: the one CompareAndSwap loop.
+type word struct{ r WordRule }
+
+// Word returns r as an Algorithm on a one-word State.
+func Word(r WordRule) Algorithm { return word{r} }
+
+func (w word) Words() int { return 1 }
+
+func (w word) Init(s State, floor uint64) { s.Word.Store(floor) }
+
+func (w word) Admits(s State, now int64, n int) bool {
+	_, ok := w.r.Admit(s.Word.Load(), now, n)
+	return ok
+}
+
+func (w word) Admit(s State, now int64, n int) (uint64, bool) {
+	for {
+		old := s.Word.Load()
+		next, ok := w.r.Admit(old, now, n)
+		if !ok || next == old {
+			return next, ok // a denial (or a peek) stores nothing
+		}
+		// The CompareAndSwap is the admission's linearisation point; on
+		// success it synchronizes before every later load of this word.
+		if s.Word.CompareAndSwap(old, next) {
+			return next, true
+		}
+		// Lost a race: decide again on the winner's state. Every WordRule
+		// takes max(state, now) in its own terms, so a now that went stale
+		// meanwhile can only make the retry stricter, never rewind the state.
+	}
+}
+
+func (w word) Decide(s State, now int64, n int, peek bool) gcra.Decision {
+	for {
+		old := s.Word.Load()
+		next, d := w.r.Decide(old, now, n)
+		if peek || !d.Allowed || next == old || s.Word.CompareAndSwap(old, next) {
+			return d
+		}
+	}
+}
+
+func (w word) Refund(s State, stored uint64, now int64, n int) bool {
+	for {
+		old := s.Word.Load()
+		back, ok := w.r.Refund(old, stored, now, n)
+		if !ok {
+			return false
+		}
+		// Fails only if something was admitted meanwhile; the retry then
+		// finds a state that may no longer count the refunded admission.
+		if s.Word.CompareAndSwap(old, back) {
+			return true
+		}
+	}
+}
+
+func (w word) Idle(s State, now int64) (mark uint64, from int64, floor uint64, idle, live bool) {
+	mark = s.Word.Load()
+	if mark == w.r.Retired() {
+		return mark, 0, 0, false, false
+	}
+	from, floor, idle = w.r.Idle(mark, now)
+	return mark, from, floor, idle, true
+}
+
+func (w word) Retire(s State, mark uint64) bool {
+	return mark != w.r.Retired() && s.Word.CompareAndSwap(mark, w.r.Retired())
+}
+
+func (w word) IsRetired(s State) bool { return s.Word.Load() == w.r.Retired() }
+
+// Max: every WordRule's floors are ordered as unsigned words (a TAT, or a
+// window index in the high bits with zero counts).
+func (w word) Max(a, b uint64) uint64 { return max(a, b) }
+
+func (w word) Quota() Quota { return w.r.Quota() }
+
+func (w word) Compatible(other Algorithm) bool {
+	o, ok := other.(word)
+	return ok && sameLayout(w.r, o.r)
+}
+
+// Rule returns the WordRule of a one-word Algorithm, and false for the
+// others (the limiters' fast paths use it).
+func Rule(a Algorithm) (WordRule, bool) {
+	w, ok := a.(word)
+	return w.r, ok
+}

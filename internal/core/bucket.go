@@ -1,0 +1,158 @@
+package core
+
+import (
+	"sync/atomic"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// A Bucket is a GCRA rate limiter whose whole state is one atomic word: the
+// theoretical arrival time (TAT) in nanoseconds since its owner's epoch. The
+// parameters live outside it, so one gcra.Params serves any number of
+// buckets and a Bucket costs 8 bytes.
+//
+// The zero Bucket is a full bucket, ready to use. A Bucket is safe for
+// concurrent use; its methods never block or allocate. A Bucket must not be
+// copied after first use (atomic.Uint64 carries noCopy and align64, so it is
+// also aligned on 32-bit platforms).
+//
+// A denied request writes nothing: a flood of denials only loads the word and
+// leaves its cache line shared. In Go memory-model terms, an admission (a
+// successful CompareAndSwap) synchronizes before every later call that
+// observes the state it stored.
+type Bucket struct {
+	// tat: bits 63..0 hold TAT ≥ 0 as an int64, always < 2^63 (gcra keeps
+	// every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60), or
+	// gcra.Retired (5.5·2^60) once a keyed map has removed the bucket.
+	// TAT ≤ now means full; 0 is full.
+	tat atomic.Uint64
+}
+
+// AllowN reports whether n tokens are admitted at now (nanoseconds from
+// gcra.Nanos) under p, and consumes them if so.
+func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
+	if p.IsUnlimited() {
+		return n >= 1 // Unlimited writes nothing
+	}
+	if ok, settled := b.tryAllowN(p, now, n); settled {
+		return ok
+	}
+	return b.allowContended(p, now, n)
+}
+
+// tryAllowN is one attempt of AllowN: one load, one decision and, for an
+// admission, one CompareAndSwap. It is small enough to inline into callers.
+// The caller handles Unlimited first (it would store max(TAT, now)).
+// settled is false only when the CompareAndSwap lost a race; the caller then
+// continues with allowContended.
+func (b *Bucket) tryAllowN(p *gcra.Params, now int64, n int) (ok, settled bool) {
+	old := b.tat.Load()
+	next, ok := p.Admit(int64(old), now, n)
+	if !ok {
+		return false, true // a denial stores nothing: the cache line stays shared
+	}
+	return true, b.tat.CompareAndSwap(old, uint64(next))
+}
+
+// allowContended is AllowN after a lost CompareAndSwap, kept out of line.
+func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
+	for {
+		// Another admission stored a larger TAT since our load. Decide again
+		// against it: Admit uses max(TAT, now), so a now that has become
+		// stale meanwhile can only make the retry stricter, never rewind TAT.
+		old := b.tat.Load()
+		next, ok := p.Admit(int64(old), now, n)
+		if !ok {
+			return false
+		}
+		if b.tat.CompareAndSwap(old, uint64(next)) {
+			return true
+		}
+	}
+}
+
+// DecideN is AllowN with the whole decision (remaining, retry-after, reset).
+func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
+	for {
+		old := b.tat.Load()
+		next, d := p.Decide(int64(old), now, n)
+		if !d.Allowed || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
+			return d
+		}
+		// Lost the race: decide again against the winner's state.
+	}
+}
+
+// PeekN returns the decision AllowN would make, without consuming anything.
+func (b *Bucket) PeekN(p *gcra.Params, now int64, n int) gcra.Decision {
+	_, d := p.Decide(int64(b.tat.Load()), now, n)
+	return d
+}
+
+// State describes the bucket at now without a request (tokens available,
+// time until full, time until the next token).
+func (b *Bucket) State(p *gcra.Params, now int64) gcra.Decision {
+	return p.State(int64(b.tat.Load()), now)
+}
+
+// ReserveN admits n tokens if they are available within maxWait ns, and
+// returns the state it stored (needed to refund) and the wait before the
+// tokens are due. When it denies, wait is what the request would have
+// needed, gcra.Never if n can never be admitted.
+func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next, wait int64, ok bool) {
+	for {
+		old := b.tat.Load()
+		next, wait, ok = p.Reserve(int64(old), now, n, maxWait)
+		if !ok || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
+			return next, wait, ok
+		}
+	}
+}
+
+// Refund gives back the n tokens of a reservation that stored next, if no
+// admission came after it (see gcra.Params.Refund). It reports whether it
+// refunded anything.
+func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
+	for {
+		old := b.tat.Load()
+		back, ok := p.Refund(int64(old), now, next, n)
+		if !ok {
+			return false
+		}
+		// The CAS fails only if something was admitted meanwhile; then the
+		// state is no longer next and the retry returns false.
+		if b.tat.CompareAndSwap(old, uint64(back)) {
+			return true
+		}
+	}
+}
+
+// TAT returns the stored theoretical arrival time (ns since the epoch), or
+// gcra.Retired.
+func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
+
+// retireFrom moves the bucket to gcra.Retired if its state is still tat, and
+// reports whether it did. A retired bucket denies every finite request and
+// never changes again (see gcra.Retired): a keyed map retires a cell before
+// it removes it, so an admission racing with the removal either lands first,
+// and this CompareAndSwap fails, or fails itself and finds the cell retired.
+func (b *Bucket) retireFrom(tat int64) bool {
+	return tat != gcra.Retired && b.tat.CompareAndSwap(uint64(tat), uint64(gcra.Retired))
+}
+
+// IsRetired reports whether the bucket has been retired.
+func (b *Bucket) IsRetired() bool { return int64(b.tat.Load()) == gcra.Retired }
+
+// cacheLine is the size the padding assumes: 64 bytes on amd64 and most arm64
+// cores. (xsync and the runtime use the same figure.)
+const cacheLine = 64
+
+// A PaddedBucket is a Bucket alone on a cache line, for a single limiter hit
+// from many cores: writes to neighbouring memory never invalidate its line,
+// and its writes never slow its neighbours (false sharing). Its size is
+// exactly one cache line, which a test asserts.
+type PaddedBucket struct {
+	Bucket
+	//lint:ignore U1000 prevents false sharing with the next object
+	_ [cacheLine - 8]byte
+}

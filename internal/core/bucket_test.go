@@ -1,0 +1,64 @@
+package core_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+func TestPaddedBucketIsOneCacheLine(t *testing.T) {
+	assert.Equal(t, uintptr(64), unsafe.Sizeof(core.PaddedBucket{}))
+	assert.Equal(t, uintptr(8), unsafe.Sizeof(core.Bucket{}))
+}
+
+func TestZeroBucketIsFull(t *testing.T) {
+	p, err := gcra.NewParams(gcra.PerSecond(10), 3)
+	require.NoError(t, err)
+	var b core.Bucket
+	assert.Equal(t, 3, b.State(&p, 12345).Remaining)
+	for i := 0; i < 3; i++ {
+		assert.True(t, b.AllowN(&p, 12345, 1))
+	}
+	assert.False(t, b.AllowN(&p, 12345, 1))
+}
+
+// The Bucket's CAS loop must store exactly what gcra decides: a random
+// sequential run gives the same decisions and the same state as folding
+// gcra.Decide by hand.
+func TestBucketFollowsDecide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := 0; trial < 200; trial++ {
+		p, err := gcra.NewParams(gcra.Every(1+randDuration(rng, 1000)), 1+rng.IntN(6))
+		require.NoError(t, err)
+		var b core.Bucket
+		var tat, now int64
+		for i := 0; i < 300; i++ {
+			now += int64(randDuration(rng, 3*p.Interval())) - int64(p.Interval())
+			now = max(now, 0)
+			n := rng.IntN(p.Burst()+2) - rng.IntN(2)
+			next, want := p.Decide(tat, now, n)
+			switch i % 3 {
+			case 0:
+				assert.Equal(t, want, b.PeekN(&p, now, n), "peek %d", i)
+				assert.Equal(t, want, b.DecideN(&p, now, n), "decide %d", i)
+			case 1:
+				assert.Equal(t, want.Allowed, b.AllowN(&p, now, n), "allow %d", i)
+			case 2:
+				nx, wait, ok := b.ReserveN(&p, now, n, 0)
+				assert.Equal(t, want.Allowed, ok, "reserve %d", i)
+				if ok {
+					assert.Zero(t, wait)
+					assert.Equal(t, next, nx)
+				}
+			}
+			tat = next
+			require.Equal(t, tat, b.TAT(), "step %d: state", i)
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package core_test
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+)
+
+// The documented worst case of the coarse clock: a client that asks
+// continuously is at most ⌈tick/T⌉ tokens behind the exact clock, never
+// ahead, and the lag does not accumulate, provided (B−1)·T ≥ tick. Real time
+// advances in fine steps; the coarse reading is real time rounded down to a
+// multiple of the tick.
+func TestCoarseClockUnderAdmission(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		interval, tick time.Duration
+		burst          int
+	}{
+		{ms, ms, 2},                  // tick = T = (B−1)·T
+		{ms, 10 * ms, 11},            // tick ≫ T: up to 10 tokens behind
+		{10 * ms, ms, 3},             // tick ≪ T
+		{3 * ms, 7 * ms, 4},          // no common multiple
+		{time.Microsecond, ms, 1001}, // 1M/s on a 1ms tick
+	} {
+		t.Run(fmt.Sprintf("T=%v/tick=%v/B=%d", tc.interval, tc.tick, tc.burst), func(t *testing.T) {
+			require.GreaterOrEqual(t, time.Duration(tc.burst-1)*tc.interval, tc.tick, "test case outside the guarantee")
+			coarse, exact, clk, reading := coarsePair(t, tc.interval, tc.burst)
+			maxLag := int64((tc.tick + tc.interval - 1) / tc.interval) // ⌈δ/T⌉
+			var nCoarse, nExact, worst int64
+			for real := time.Duration(0); real < 40*tc.tick+50*tc.interval; real += tc.interval / 7 {
+				clk.Set(real)
+				reading.Store(int64(real - real%tc.tick))
+				nCoarse += drain(coarse)
+				nExact += drain(exact)
+				require.LessOrEqual(t, nCoarse, nExact, "at %v: the coarse clock admitted more", real)
+				require.LessOrEqual(t, nExact-nCoarse, maxLag, "at %v: under-admission beyond ⌈δ/T⌉", real)
+				worst = max(worst, nExact-nCoarse)
+			}
+			if tc.tick > tc.interval {
+				assert.Greater(t, worst, int64(1), "the run exercised the lag")
+			}
+		})
+	}
+}
+
+// Why New rejects (B−1)·T < CoarseTick: such a bucket overflows between
+// ticks. At T = 1ms, B = 5 and a 10ms tick, a continuous client gets 5 per
+// tick instead of 10: half the rate, with no error anywhere.
+func TestCoarseClockOverflowIsRejected(t *testing.T) {
+	coarse, exact, clk, reading := coarsePair(t, time.Millisecond, 5)
+	var nCoarse, nExact int64
+	for real := time.Duration(0); real <= time.Second; real += 100 * time.Microsecond {
+		clk.Set(real)
+		reading.Store(int64(real - real%(10*time.Millisecond)))
+		nCoarse += drain(coarse)
+		nExact += drain(exact)
+	}
+	assert.Equal(t, int64(5+1000), nExact)
+	assert.Equal(t, int64(5*101), nCoarse, "B per tick: the loss the check prevents")
+
+	_, err := core.New(core.GCRA(gcra.Every(time.Millisecond), 1), core.WithCoarseClock())
+	assert.ErrorIs(t, err, core.ErrCoarseTick)
+	_, err = core.New(core.GCRA(gcra.PerSecond(1_000_000), 1000), core.WithCoarseClock())
+	assert.ErrorIs(t, err, core.ErrCoarseTick, "(1000−1)·1µs < 1ms")
+	assert.Contains(t, err.Error(), "at least 1001")
+	lim, err := core.New(core.GCRA(gcra.PerSecond(1_000_000), 1001), core.WithCoarseClock())
+	require.NoError(t, err)
+	assert.ErrorIs(t, lim.SetRule(core.GCRA(gcra.PerSecond(100), 1)), core.ErrCoarseTick)
+	assert.NoError(t, lim.SetRule(core.GCRA(gcra.PerSecond(100), 2)), "(2−1)·10ms ≥ 1ms")
+	assert.NoError(t, lim.SetRule(core.GCRA(gcra.Unlimited, 0)))
+	assert.NoError(t, lim.SetRule(core.GCRA(gcra.DenyAll, 0)))
+	_, err = core.New(core.GCRA(gcra.Every(time.Millisecond), 1)) // the default clock has no such limit
+	assert.NoError(t, err)
+}
+
+// coarsePair returns a limiter on a hand-driven coarse reading and an exact
+// one on a fake clock, both with limit Every(interval) and the burst.
+func coarsePair(t *testing.T, interval time.Duration, burst int) (coarse, exact *core.Limiter, clk *fakeClock, reading *atomic.Int64) {
+	reading = new(atomic.Int64)
+	coarse = newLimiter(t, gcra.Every(interval), burst, core.WithSource(timebase.ManualCoarse(reading)))
+	clk = newFakeClock()
+	exact = newLimiter(t, gcra.Every(interval), burst, core.WithClock(clk))
+	return coarse, exact, clk, reading
+}
+
+// drain takes tokens one at a time until the limiter denies.
+func drain(l *core.Limiter) int64 {
+	var n int64
+	for l.Allow() {
+		n++
+	}
+	return n
+}
+
+// The process-wide ticker runs while a coarse limiter is reachable and stops
+// once the last one has been collected.
+func TestCoarseClockStopsWhenUnused(t *testing.T) {
+	lim := newLimiter(t, gcra.PerSecond(1000), 2, core.WithCoarseClock())
+	require.True(t, lim.Allow())
+	require.True(t, core.CoarseRunning())
+	runtime.KeepAlive(lim)
+	lim = nil
+
+	// Cleanups run after a collection finds the limiter unreachable; bound
+	// the number of collections rather than guessing a sleep.
+	for i := 0; i < 100 && core.CoarseRunning(); i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond) // let the cleanup goroutine run
+	}
+	assert.False(t, core.CoarseRunning(), "ticker still running with no coarse limiter alive")
+}

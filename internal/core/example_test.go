@@ -1,0 +1,119 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// Explicit instants keep the output independent of scheduling.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }
+
+func ExampleLimiter_AllowN() {
+	// 10 per second, burst 2; the limiter's epoch is t0.
+	lim, _ := core.New(core.GCRA(gcra.PerSecond(10), 2), core.WithClock(fixedClock{t0}))
+	fmt.Println(lim.AllowN(t0, 1), lim.AllowN(t0, 1), lim.AllowN(t0, 1))
+	fmt.Println(lim.AllowN(t0.Add(100*time.Millisecond), 1)) // one token back
+	// Output:
+	// true true false
+	// true
+}
+
+func ExampleLimiter_DecideAt() {
+	lim, _ := core.New(core.GCRA(gcra.PerMinute(60), 3), core.WithClock(fixedClock{t0}))
+	for i := 0; i < 4; i++ {
+		d := lim.DecideAt(t0, 1)
+		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
+	}
+	// Output:
+	// allowed=true remaining=2 retry=0s reset=1s
+	// allowed=true remaining=1 retry=0s reset=2s
+	// allowed=true remaining=0 retry=0s reset=3s
+	// allowed=false remaining=0 retry=1s reset=3s
+}
+
+func ExampleLimiter_ReserveN() {
+	lim, _ := core.New(core.GCRA(gcra.PerSecond(4), 1), core.WithClock(fixedClock{t0}))
+	for i := 0; i < 3; i++ {
+		r, _ := lim.ReserveN(t0, 1)
+		fmt.Println(r.DelayFrom(t0)) // pace: act after this long
+	}
+	_, err := lim.ReserveN(t0, 2)
+	fmt.Println(errors.Is(err, gcra.ErrExceedsBurst))
+	// Output:
+	// 0s
+	// 250ms
+	// 500ms
+	// true
+}
+
+func ExampleLimiter_Wait() {
+	lim, _ := core.New(core.GCRA(gcra.Every(time.Hour), 1))
+	lim.Allow() // spend the only token
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// The next token is an hour away: Wait fails at once, consuming nothing.
+	err := lim.Wait(ctx)
+	fmt.Println(errors.Is(err, core.ErrDeadline))
+	// Output: true
+}
+
+func ExampleNew_errors() {
+	_, err := core.New(core.GCRA(gcra.PerSecond(0), 10))
+	fmt.Println(errors.Is(err, gcra.ErrInvalidLimit), err)
+	_, err = core.New(core.GCRA(gcra.PerSecond(100), 0))
+	fmt.Println(errors.Is(err, gcra.ErrInvalidBurst), err)
+	// Output:
+	// true gcra: invalid limit: 0 events per period
+	// true gcra: invalid burst: 0 (must be at least 1; 1 means no burst)
+}
+
+// Free users get 2 requests in a burst, premium ones 5. The tier is chosen
+// once, when a key is first seen.
+func ExampleKeyed_SetTierFunc() {
+	lim, _ := core.NewKeyed[string](core.GCRA(gcra.PerMinute(60), 2))
+	defer lim.Close()
+	premium, _ := lim.NewTier(core.GCRA(gcra.PerMinute(60), 5))
+	lim.SetTierFunc(func(user string) *core.Tier {
+		if strings.HasPrefix(user, "pro:") {
+			return premium
+		}
+		return nil // the default tier
+	})
+	t0 := time.Now()
+	for _, user := range []string{"ann", "pro:bea"} {
+		n := 0
+		for lim.AllowN(user, t0, 1) {
+			n++
+		}
+		fmt.Println(user, n)
+	}
+	// Output:
+	// ann 2
+	// pro:bea 5
+}
+
+// An idle key (its bucket full again) is removed by the sweeper, or by
+// Sweep; nothing about its limit is lost, because a full bucket is what a new
+// key starts with.
+func ExampleKeyed_SweepAt() {
+	lim, _ := core.NewKeyed[int](core.GCRA(gcra.PerSecond(10), 5), core.WithSweepInterval(0))
+	t0 := time.Now()
+	lim.AllowN(1, t0, 5) // drained: full again 500 ms later
+	lim.AllowN(2, t0, 1) // full again 100 ms later
+	fmt.Println(lim.Len(), lim.SweepAt(t0.Add(200*time.Millisecond)), lim.Len())
+	fmt.Println(lim.SweepAt(t0.Add(time.Second)), lim.Len())
+	// Output:
+	// 2 1 1
+	// 1 0
+}

@@ -1,0 +1,38 @@
+package core_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// fakeClock is a Clock that moves only when told; safe for concurrent use.
+type fakeClock struct {
+	base time.Time
+	ns   atomic.Int64
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{base: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time               { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) At(d time.Duration) time.Time { return c.base.Add(d) }
+func (c *fakeClock) Set(d time.Duration)          { c.ns.Store(int64(d)) }
+func (c *fakeClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.ns.Add(int64(d)))
+}
+
+func newLimiter(t testing.TB, l gcra.Limit, burst int, opts ...core.Option) *core.Limiter {
+	t.Helper()
+	lim, err := core.New(core.GCRA(l, burst), opts...)
+	require.NoError(t, err)
+	return lim
+}
+
+func randDuration(rng interface{ Int64N(int64) int64 }, upTo time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(upTo)))
+}

@@ -1,0 +1,180 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+)
+
+// A Limiter is a single-key limiter under one rule, with x/time/rate's
+// vocabulary: Allow, Decide, Peek, and for GCRA Reserve and Wait, each with
+// an …N or …At form that takes the time. Its state is one PaddedBucket (a
+// rule wider than one word keeps its words beside it); for GCRA the hot path
+// is one clock read, one load and, for an admission, one CompareAndSwap. It
+// is safe for concurrent use.
+//
+// Times are nanoseconds since the limiter's epoch on its clock: the
+// monotonic clock by default, so wall-clock jumps change nothing. The zero
+// Limiter is not usable: create one with New or NewRule.
+type Limiter struct {
+	cell PaddedBucket // first, so it starts the allocation's first line
+	rule atomic.Pointer[rule]
+	rest []atomic.Uint64 // the state of a rule wider than one word
+	src  timebase.Source
+}
+
+// New returns a Limiter of spec, starting full (or empty, for windows).
+func New(spec Rule, opts ...Option) (*Limiter, error) {
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.keyedOnly != "" {
+		return nil, fmt.Errorf("%w: %s applies to keyed limiters only", ErrOption, cfg.keyedOnly)
+	}
+	l := &Limiter{}
+	l.src = newSource(&cfg, l)
+	r, err := newRule(spec, &l.src)
+	if err != nil {
+		return nil, err
+	}
+	if w := r.set.Words(); w > 1 {
+		l.rest = make([]atomic.Uint64, w)
+	}
+	var floors [algo.MaxBands]atomic.Uint64
+	r.set.Init(l.state(), floors[:])
+	l.rule.Store(r)
+	return l, nil
+}
+
+// state is the limiter's state.
+func (l *Limiter) state() algo.State { return stateOf(&l.cell.tat, l.rest) }
+
+// paramsFor validates limit and burst, and checks them against src's clock.
+func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params, error) {
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClock(src, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// newSource returns the clock the options chose (see timebase.Choose).
+func newSource[T any](cfg *config, owner *T) timebase.Source {
+	return timebase.Choose(owner, cfg.source, cfg.coarse, cfg.clock)
+}
+
+// ErrCoarseTick is returned for a GCRA rule on the coarse clock whose
+// (burst−1)·interval is shorter than CoarseTick: its bucket would overflow
+// between ticks and admit less than its rate (see WithCoarseClock).
+var ErrCoarseTick = errors.New("atomiclimit: (burst-1)·interval is shorter than the coarse clock's tick")
+
+// ErrOption is returned for an option given to a limiter it does not apply
+// to (the keyed options to a single-key limiter).
+var ErrOption = errors.New("atomiclimit: option does not apply")
+
+// checkClock rejects parameters the clock cannot serve exactly.
+func checkClock(src *timebase.Source, p *gcra.Params) error {
+	if !src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
+		return nil
+	}
+	if room := time.Duration(p.Burst()-1) * p.Interval(); room < CoarseTick {
+		return fmt.Errorf("%w: (%d-1)·%v = %v < %v; raise the burst to at least %d or use the default clock",
+			ErrCoarseTick, p.Burst(), p.Interval(), room, CoarseTick, 1+(CoarseTick+p.Interval()-1)/p.Interval())
+	}
+	return nil
+}
+
+// Allow reports whether one event may happen now, and takes it if so.
+// Allow is shorthand for AllowN(clock.Now(), 1).
+func (l *Limiter) Allow() bool { return l.allow(l.src.Now(), 1) }
+
+// AllowN reports whether n events may happen at now, and takes them if so.
+// n = 0 is admitted and takes nothing; n < 0, and n above what the rule can
+// ever admit, are denied.
+func (l *Limiter) AllowN(now time.Time, n int) bool { return l.allow(l.src.At(now), n) }
+
+func (l *Limiter) allow(now int64, n int) bool {
+	r := l.rule.Load()
+	if !r.gcra {
+		return r.set.Admit(l.state(), now, n)
+	}
+	// Bucket.AllowN by hand, so that its first attempt inlines here.
+	p := &r.g
+	if p.IsUnlimited() {
+		return n >= 0 // writes nothing
+	}
+	if ok, settled := l.cell.tryAllowN(p, now, n); settled {
+		return ok
+	}
+	return l.cell.allowContended(p, now, n)
+}
+
+// Decide is Allow for n events with the whole decision: remaining,
+// retry-after, reset-after and time to the next event. Decide is shorthand
+// for DecideAt(clock.Now(), n).
+func (l *Limiter) Decide(n int) gcra.Decision { return l.decide(l.src.Now(), n, false) }
+
+// DecideAt is Decide at the given time.
+func (l *Limiter) DecideAt(now time.Time, n int) gcra.Decision {
+	return l.decide(l.src.At(now), n, false)
+}
+
+// Peek returns the decision Decide(n) would make now, taking nothing;
+// Peek(0) describes the limiter as it is. Peek is shorthand for
+// PeekAt(clock.Now(), n).
+func (l *Limiter) Peek(n int) gcra.Decision { return l.decide(l.src.Now(), n, true) }
+
+// PeekAt is Peek at the given time.
+func (l *Limiter) PeekAt(now time.Time, n int) gcra.Decision {
+	return l.decide(l.src.At(now), n, true)
+}
+
+func (l *Limiter) decide(now int64, n int, peek bool) gcra.Decision {
+	r := l.rule.Load()
+	switch {
+	case !r.gcra:
+		d, _ := r.set.Decide(l.state(), now, n, peek)
+		return d
+	case peek:
+		return l.cell.PeekN(&r.g, now, n)
+	}
+	return l.cell.DecideN(&r.g, now, n)
+}
+
+// Quota describes the limiter's rule.
+func (l *Limiter) Quota() Quota { return l.rule.Load().quota() }
+
+// SetRule changes the rule from the next decision on. The rule must be
+// compatible with the current one (the same algorithm and window:
+// ErrIncompatible). It changes nothing on error.
+//
+// The state stays. For GCRA, as a GCRA stored in Redis does when a caller
+// passes new parameters: a full bucket stays full, and a bucket that needs
+// time Δ to be full still needs Δ, so right after the change it holds
+// floor((B'·T' − Δ) / T') tokens under the new limit. For windows the counts
+// stay and the new count limit applies to them. Each decision reads the
+// rule once, so a call that races with SetRule is decided wholly under the
+// old or wholly under the new rule, never a mix.
+func (l *Limiter) SetRule(spec Rule) error {
+	r, err := newRule(spec, &l.src)
+	if err != nil {
+		return err
+	}
+	if err := compatible(l.rule.Load(), r); err != nil {
+		return err
+	}
+	l.rule.Store(r)
+	return nil
+}
+
+// String describes the limiter's rule, e.g. "gcra 100/1s burst 10".
+func (l *Limiter) String() string { return l.rule.Load().spec.String() }

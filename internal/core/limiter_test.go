@@ -1,0 +1,157 @@
+package core_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	for _, tc := range []struct {
+		limit gcra.Limit
+		burst int
+		want  error
+	}{
+		{gcra.Limit{}, 1, gcra.ErrInvalidLimit},
+		{gcra.PerSecond(-1), 1, gcra.ErrInvalidLimit},
+		{gcra.Rate(math.NaN()), 1, gcra.ErrInvalidLimit},
+		{gcra.Per(10, 5*time.Nanosecond), 1, gcra.ErrRateTooHigh},
+		{gcra.PerSecond(1), 0, gcra.ErrInvalidBurst},
+		{gcra.PerDay(1), 1 << 30, gcra.ErrOverflow},
+	} {
+		lim, err := core.New(core.GCRA(tc.limit, tc.burst))
+		assert.ErrorIs(t, err, tc.want, "%v burst %d", tc.limit, tc.burst)
+		assert.Nil(t, lim)
+	}
+}
+
+// The limiter's methods, on a fake clock's timeline: each line is one call at
+// time t (ms) and what it must return.
+func TestLimiterTimeline(t *testing.T) {
+	clk := newFakeClock()
+	lim := newLimiter(t, gcra.PerSecond(100), 3, core.WithClock(clk)) // T 10ms
+	at := func(msec int64) time.Time { return clk.At(time.Duration(msec) * time.Millisecond) }
+	ms := time.Millisecond
+
+	assert.Equal(t, 3, lim.PeekAt(at(0), 0).Remaining)
+	assert.True(t, lim.AllowN(at(0), 2))
+	assert.Equal(t, gcra.Decision{Allowed: false, Remaining: 1, RetryAfter: 10 * ms, ResetAfter: 20 * ms},
+		lim.PeekAt(at(0), 2), "peek consumes nothing")
+	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 0, ResetAfter: 30 * ms, TokenAfter: 10 * ms},
+		lim.DecideAt(at(0), 1))
+	assert.False(t, lim.AllowN(at(9), 1))
+	assert.Equal(t, 0, lim.PeekAt(at(9), 0).Remaining)
+	assert.True(t, lim.AllowN(at(10), 1))
+	assert.False(t, lim.AllowN(at(5), 1), "a stale time is stricter")
+	assert.False(t, lim.AllowN(at(100), 4), "n > burst")
+	assert.False(t, lim.AllowN(at(100), 0), "n < 1")
+	assert.Equal(t, 3, lim.PeekAt(at(100), 0).Remaining)
+
+	// The clock-reading forms read the fake clock.
+	clk.Set(200 * ms)
+	assert.Equal(t, 3, lim.Peek(0).Remaining)
+	assert.True(t, lim.Allow())
+	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 0, ResetAfter: 30 * ms, TokenAfter: 10 * ms}, lim.Decide(2))
+	assert.Equal(t, gcra.Decision{Remaining: 0, RetryAfter: 10 * ms, ResetAfter: 30 * ms, TokenAfter: 10 * ms}, lim.Peek(1))
+	assert.False(t, lim.Allow())
+
+	// Times before the limiter's epoch count as the epoch: never a refill.
+	assert.Equal(t, lim.PeekAt(clk.At(0), 0).Remaining, lim.PeekAt(clk.At(-time.Hour), 0).Remaining)
+}
+
+func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
+	un := newLimiter(t, gcra.Unlimited, 1)
+	for i := 0; i < 1000; i++ {
+		require.True(t, un.Allow())
+	}
+	assert.Equal(t, math.MaxInt, un.Peek(0).Remaining)
+
+	deny := newLimiter(t, gcra.DenyAll, 1)
+	assert.False(t, deny.Allow())
+	assert.Equal(t, gcra.Never, deny.Decide(1).RetryAfter)
+	assert.Equal(t, 0, deny.Peek(0).Remaining)
+}
+
+func TestSetLimitKeepsTheTAT(t *testing.T) {
+	clk := newFakeClock()
+	lim := newLimiter(t, gcra.PerSecond(10), 10, core.WithClock(clk)) // T 100ms, span 1s
+	assert.Equal(t, "gcra 10/1s burst 10", lim.String())
+	for i := 0; i < 10; i++ {
+		require.True(t, lim.Allow())
+	}
+	// Drained: 1s until full. At 1/s with burst 5 (span 5s) the same 1s of
+	// debt leaves floor((5s − 1s)/1s) = 4 tokens.
+	require.NoError(t, lim.SetRule(core.GCRA(gcra.PerSecond(1), 5)))
+	assert.Equal(t, 4, lim.Peek(0).Remaining)
+	assert.Equal(t, 5*time.Second, lim.Quota().Window)
+	assert.Equal(t, "gcra 1/1s burst 5", lim.String())
+
+	// A bad limit changes nothing.
+	assert.ErrorIs(t, lim.SetRule(core.GCRA(gcra.PerSecond(0), 5)), gcra.ErrInvalidLimit)
+	assert.ErrorIs(t, lim.SetRule(core.GCRA(gcra.PerSecond(1), 0)), gcra.ErrInvalidBurst)
+	assert.Equal(t, "gcra 1/1s burst 5", lim.String())
+
+	// To deny everything from now on, and back.
+	require.NoError(t, lim.SetRule(core.GCRA(gcra.DenyAll, 0)))
+	assert.False(t, lim.Allow())
+	require.NoError(t, lim.SetRule(core.GCRA(gcra.Unlimited, 0)))
+	assert.True(t, lim.Allow())
+}
+
+// Each hot path, on a limiter that admits every call (T = 1ns and a burst
+// far beyond the runs, so every Allow stores a new state with a CAS) and on
+// one that denies every call.
+func TestHotPathsAllocateNothing(t *testing.T) {
+	clk := newFakeClock()
+	for name, opts := range map[string][]core.Option{
+		"monotonic": nil,
+		"coarse":    {core.WithCoarseClock()},
+		"fake":      {core.WithClock(clk)},
+	} {
+		now := time.Now()
+		if name == "fake" {
+			now = clk.Now() // the …At forms take times on the limiter's clock
+		}
+		admit := newLimiter(t, gcra.Every(time.Nanosecond), 1<<30, opts...)
+		deny := newLimiter(t, gcra.Every(time.Hour), 2, opts...)
+		require.True(t, deny.AllowN(now, 2))
+		for op, f := range map[string]func(){
+			"Allow":    func() { assert.True(t, admit.Allow()) },
+			"AllowN":   func() { assert.True(t, admit.AllowN(now, 3)) },
+			"Decide":   func() { assert.True(t, admit.Decide(1).Allowed) },
+			"DecideAt": func() { assert.True(t, admit.DecideAt(now, 1).Allowed) },
+			"Peek":     func() { admit.Peek(1) },
+			"PeekAt":   func() { admit.PeekAt(now, 1) },
+			"Tokens":   func() { admit.Peek(0) },
+			"deny":     func() { assert.False(t, deny.Allow()) },
+			"denyN":    func() { assert.False(t, deny.AllowN(now, 1)) },
+			"denyPeek": func() { assert.False(t, deny.Peek(1).Allowed) },
+		} {
+			assert.Zero(t, testing.AllocsPerRun(1000, f), "%s/%s", name, op)
+		}
+	}
+}
+
+func TestUnlimitedWritesNothing(t *testing.T) {
+	p, err := gcra.NewParams(gcra.Unlimited, 1)
+	require.NoError(t, err)
+	var b core.Bucket
+	for now := int64(1); now < 100; now += 7 {
+		assert.True(t, b.AllowN(&p, now, 5))
+		assert.True(t, b.DecideN(&p, now, 1).Allowed)
+		_, _, ok := b.ReserveN(&p, now, 1, 0)
+		assert.True(t, ok)
+		assert.Equal(t, int64(0), b.TAT(), "Unlimited stored a state")
+	}
+	assert.False(t, b.AllowN(&p, 1, 0), "n < 1 is denied even when unlimited")
+	lim := newLimiter(t, gcra.Unlimited, 1)
+	assert.True(t, lim.Allow())
+	assert.True(t, lim.AllowN(time.Now(), 1000))
+	assert.True(t, lim.AllowN(time.Now(), 0), "n = 0 is an admitted peek")
+}

@@ -1,0 +1,201 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+func TestReserveAndCancel(t *testing.T) {
+	clk := newFakeClock()
+	lim := newLimiter(t, gcra.PerSecond(10), 2, core.WithClock(clk)) // T 100ms
+	ms := time.Millisecond
+
+	var rs []*core.Reservation
+	for i, want := range []time.Duration{0, 0, 100 * ms, 200 * ms} {
+		r, err := lim.ReserveN(clk.Now(), 1)
+		require.NoError(t, err)
+		assert.Equal(t, want, r.Delay(), "reservation %d", i)
+		assert.Equal(t, want, r.DelayFrom(clk.Now()), "reservation %d", i)
+		rs = append(rs, r)
+	}
+	// Cancelling the middle one refunds nothing: the last one's slot depends
+	// on it. Cancelling in reverse order refunds both delayed ones.
+	// State: TAT 400ms, so one more token would wait 300ms.
+	require.Equal(t, 300*ms, lim.Peek(1).RetryAfter)
+	rs[2].Cancel()
+	assert.Equal(t, 300*ms, lim.Peek(1).RetryAfter, "nothing refunded out of order")
+	rs[3].Cancel()
+	rs[3].Cancel() // idempotent
+	assert.Equal(t, 200*ms, lim.Peek(1).RetryAfter, "last one refunded")
+	// rs[2] was already cancelled (without effect): it stays spent.
+	rs[2].Cancel()
+	assert.Equal(t, 200*ms, lim.Peek(1).RetryAfter)
+
+	// Tokens that are already due are not refunded.
+	clk.Set(time.Second) // full again
+	r, err := lim.Reserve()
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(0), r.Delay())
+	clk.Advance(ms)
+	r.Cancel()
+	assert.Equal(t, 1, lim.Peek(0).Remaining, "due tokens count as used")
+
+	// A reservation due in the future, cancelled part-way: only the part of
+	// its slot that is still ahead comes back (the state never goes below now).
+	clk.Set(10 * time.Second)
+	full := lim.Peek(0).Remaining
+	require.Equal(t, 2, full)
+	r1, _ := lim.Reserve()
+	r2, _ := lim.Reserve()
+	r3, _ := lim.Reserve()
+	require.Equal(t, 100*ms, r3.Delay())
+	r3.Cancel()
+	r2.Cancel() // due now (delay 0, now == its time): refunded
+	r1.Cancel()
+	assert.Equal(t, 2, lim.Peek(0).Remaining, "LIFO cancellation restores the bucket")
+}
+
+func TestReserveErrors(t *testing.T) {
+	lim := newLimiter(t, gcra.PerSecond(10), 2)
+	for _, tc := range []struct {
+		n    int
+		want error
+	}{{0, gcra.ErrInvalidN}, {-3, gcra.ErrInvalidN}, {3, gcra.ErrExceedsBurst}} {
+		_, err := lim.ReserveN(time.Now(), tc.n)
+		assert.ErrorIs(t, err, tc.want, "n=%d", tc.n)
+	}
+	deny := newLimiter(t, gcra.DenyAll, 1)
+	_, err := deny.Reserve()
+	assert.ErrorIs(t, err, gcra.ErrExceedsBurst)
+	assert.Equal(t, 2, lim.Peek(0).Remaining, "errors consume nothing")
+
+	var zero core.Reservation // zero and nil Reservations do nothing, without panicking
+	zero.Cancel()
+	assert.Zero(t, zero.Delay())
+	var none *core.Reservation
+	none.Cancel()
+	none.CancelAt(time.Now())
+	assert.Zero(t, none.Delay())
+	assert.Zero(t, none.DelayFrom(time.Now()))
+}
+
+// manualTimer hands each timer the code under test creates to the test.
+type manualTimer struct {
+	created chan time.Duration
+	fire    chan time.Time
+	stopped chan struct{}
+}
+
+func newManualTimer() *manualTimer {
+	return &manualTimer{created: make(chan time.Duration, 1), fire: make(chan time.Time), stopped: make(chan struct{}, 1)}
+}
+
+func (m *manualTimer) new(d time.Duration) (<-chan time.Time, func() bool) {
+	m.created <- d
+	return m.fire, func() bool { m.stopped <- struct{}{}; return true }
+}
+
+func TestWaitFiresAfterTheDelay(t *testing.T) {
+	clk := newFakeClock()
+	lim := newLimiter(t, gcra.PerSecond(10), 1, core.WithClock(clk))
+	require.True(t, lim.Allow())
+
+	mt := newManualTimer()
+	done := make(chan error)
+	go func() { done <- lim.WaitNWithTimer(context.Background(), 1, mt.new) }()
+	assert.Equal(t, 100*time.Millisecond, <-mt.created, "waits exactly the retry-after")
+	mt.fire <- time.Time{}
+	require.NoError(t, <-done)
+	<-mt.stopped // the timer is stopped on return
+	assert.False(t, lim.Allow(), "the waiter holds the token")
+}
+
+func TestWaitCancelledRefunds(t *testing.T) {
+	clk := newFakeClock()
+	lim := newLimiter(t, gcra.PerSecond(10), 1, core.WithClock(clk))
+	require.True(t, lim.Allow())
+	before := lim.Peek(1)
+
+	mt := newManualTimer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- lim.WaitNWithTimer(ctx, 1, mt.new) }()
+	<-mt.created
+	assert.Equal(t, 200*time.Millisecond, lim.Peek(1).RetryAfter, "the waiter reserved a slot")
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+	<-mt.stopped
+	assert.Equal(t, before, lim.Peek(1), "the cancelled wait gave its token back")
+}
+
+func TestWaitFailsAtOnce(t *testing.T) {
+	// The fake clock runs an hour ahead of the real one, so a deadline in
+	// its terms is in the future for the context too.
+	clk := &fakeClock{base: time.Now().Add(time.Hour).Round(0)}
+	lim := newLimiter(t, gcra.PerSecond(10), 2, core.WithClock(clk))
+	noTimer := func(time.Duration) (<-chan time.Time, func() bool) {
+		t.Fatal("no timer may be created")
+		return nil, nil
+	}
+
+	// Tokens available: no timer at all.
+	require.NoError(t, lim.WaitNWithTimer(context.Background(), 2, noTimer))
+	before := lim.Peek(1)
+
+	// The wait would pass the deadline: ErrDeadline, nothing consumed. (The
+	// fake clock's time is compared with the deadline, as x/time/rate does.)
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(150*time.Millisecond))
+	defer cancel()
+	err := lim.WaitNWithTimer(ctx, 2, noTimer) // needs 200ms
+	assert.ErrorIs(t, err, core.ErrDeadline)
+	assert.Regexp(t, `^atomiclimit: `, err.Error())
+	assert.Equal(t, before, lim.Peek(1))
+
+	// Bad n, and a context already done.
+	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 0, noTimer), gcra.ErrInvalidN)
+	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 3, noTimer), gcra.ErrExceedsBurst)
+	done, cancelNow := context.WithCancel(context.Background())
+	cancelNow()
+	assert.ErrorIs(t, lim.WaitNWithTimer(done, 1, noTimer), context.Canceled)
+	assert.Equal(t, before, lim.Peek(1))
+}
+
+// With the real clock and timer: Wait returns no earlier than the delay it
+// was given, and a cancelled Wait leaves no goroutine behind.
+func TestWaitRealClock(t *testing.T) {
+	lim := newLimiter(t, gcra.Every(2*time.Millisecond), 1)
+	require.NoError(t, lim.Wait(context.Background()))
+	start := time.Now()
+	due := lim.Peek(1).RetryAfter // read after start: the slot is due at least this long after start
+	require.Positive(t, due)
+	require.NoError(t, lim.Wait(context.Background()))
+	assert.GreaterOrEqual(t, time.Since(start), due, "the second Wait waited for its slot")
+
+	goroutines := runtime.NumGoroutine()
+	slow := newLimiter(t, gcra.Every(time.Hour), 1)
+	require.True(t, slow.Allow())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	err := slow.Wait(ctx)
+	assert.True(t, errors.Is(err, core.ErrDeadline), "an hour's wait fails at once: %v", err)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { time.Sleep(time.Millisecond); cancel2() }()
+	slow2 := newLimiter(t, gcra.Every(time.Second), 1)
+	require.True(t, slow2.Allow())
+	assert.ErrorIs(t, slow2.Wait(ctx2), context.Canceled)
+	assert.LessOrEqual(t, slow2.Peek(1).RetryAfter, time.Second, "the cancelled wait gave its slot back (else ~2s)")
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > goroutines && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "Wait leaks no goroutine")
+}

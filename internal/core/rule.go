@@ -1,0 +1,189 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+// A Rule names an algorithm and its parameters (see the constructors in
+// package atomiclimit: GCRA, FixedWindow, SlidingLog, Bands, …).
+type Rule = algo.Spec
+
+// A Quota describes one limit (see algo.Quota).
+type Quota = algo.Quota
+
+// ErrInvalidRule is returned for a Rule that is the zero Rule, or Bands
+// that nest or hold an Unlimited band; errors from a band's own validation
+// wrap it and that band's sentinel.
+var ErrInvalidRule = errors.New("atomiclimit: invalid rule")
+
+// ErrIncompatible is returned when a limit would replace another on states
+// the other wrote but reads them differently: another algorithm, or another
+// window (a tier or a key may change a window's count, not its length).
+var ErrIncompatible = errors.New("atomiclimit: rule incompatible with the limiter's")
+
+// rule is a Rule built for one limiter's clock: its bands and, for a rule
+// of one GCRA band, that band's parameters inline, for the fast path.
+type rule struct {
+	g    gcra.Params // the GCRA band's parameters, when gcra
+	gcra bool        // one band, GCRA: the fast path applies
+	set  *algo.Set
+	spec Rule
+	maxN int // the largest request any state admits: larger ones insert no key
+}
+
+// newRule validates spec against src's clock and builds it.
+func newRule(spec Rule, src *timebase.Source) (*rule, error) {
+	r := &rule{spec: spec}
+	if spec.Kind == algo.KindBands {
+		if len(spec.Bands) < 2 {
+			// One band is that band: bands are for several.
+			if len(spec.Bands) == 1 {
+				return newRule(spec.Bands[0], src)
+			}
+			return nil, fmt.Errorf("%w: Bands with no band", ErrInvalidRule)
+		}
+		algs := make([]algo.Algorithm, len(spec.Bands))
+		for i, b := range spec.Bands {
+			a, err := build(b, src)
+			if err != nil {
+				return nil, fmt.Errorf("%w: band %d (%v): %w", ErrInvalidRule, i, b, err)
+			}
+			if p := algo.Params(a); p != nil && p.IsUnlimited() {
+				// An Unlimited band is never written, so it cannot carry the
+				// proof of the bands' eviction (see algo.Set); it limits
+				// nothing anyway.
+				return nil, fmt.Errorf("%w: band %d is Unlimited: it limits nothing; leave it out", ErrInvalidRule, i)
+			}
+			algs[i] = a
+		}
+		set, err := algo.NewSet(algs...)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
+		}
+		r.set = set
+		r.maxN = math.MaxInt
+		for _, b := range spec.Bands {
+			r.maxN = min(r.maxN, maxN(b, nil))
+		}
+		return r, nil
+	}
+	a, err := build(spec, src)
+	if err != nil {
+		return nil, err
+	}
+	p := algo.Params(a)
+	if p != nil {
+		r.g, r.gcra = *p, true
+	}
+	r.set, _ = algo.NewSet(a) // one band always makes a set
+	r.maxN = maxN(spec, p)
+	return r, nil
+}
+
+// maxN is the largest request a state of spec can ever admit (p: its GCRA
+// parameters, nil to build them).
+func maxN(spec Rule, p *gcra.Params) int {
+	switch spec.Kind {
+	case algo.KindGCRA:
+		if p == nil {
+			q, err := gcra.NewParams(spec.Limit, spec.Burst)
+			if err != nil {
+				return 0
+			}
+			p = &q
+		}
+		return p.Burst()
+	case algo.KindLog:
+		return 1
+	case algo.KindRolling:
+		if spec.PerSlice > 0 {
+			return min(spec.N, spec.PerSlice)
+		}
+	}
+	return spec.N
+}
+
+// build validates one band.
+func build(spec Rule, src *timebase.Source) (algo.Algorithm, error) {
+	now := src.Now()
+	switch spec.Kind {
+	case algo.KindGCRA:
+		p, err := paramsFor(src, spec.Limit, spec.Burst)
+		if err != nil {
+			return nil, err
+		}
+		return algo.NewGCRA(*p), nil
+	case algo.KindFixed:
+		align := window.AlignStart
+		if spec.UTC {
+			align = window.AlignUTC(spec.Offset)
+		}
+		p, err := window.NewFixedParams(spec.N, spec.Period, align.Start(src.Time(0), now, spec.Period))
+		if err != nil {
+			return nil, err
+		}
+		return window.FixedAlgorithm(p), nil
+	case algo.KindCounter:
+		p, err := window.NewCounterParams(spec.N, spec.Period, now)
+		if err != nil {
+			return nil, err
+		}
+		return window.CounterAlgorithm(p), nil
+	case algo.KindBands:
+		return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
+	}
+	return nil, fmt.Errorf("%w: the zero Rule (use GCRA, FixedWindow, SlidingLog, …)", ErrInvalidRule)
+}
+
+// compatible checks that r may replace the limiter's rule def on states def
+// wrote.
+func compatible(def, r *rule) error {
+	if def.set.Compatible(r.set) {
+		return nil
+	}
+	return fmt.Errorf("%w: %v cannot replace %v", ErrIncompatible, r.spec, def.spec)
+}
+
+// quota describes r: its one band's, or, for bands, the tightest band's
+// (the one with the least Limit per Window).
+func (r *rule) quota() Quota {
+	q := r.set.Band(0).Quota()
+	for i := 1; i < r.set.Len(); i++ {
+		b := r.set.Band(i).Quota()
+		// b tighter than q ⇔ b.Limit/b.Window < q.Limit/q.Window.
+		if float64(b.Limit)*float64(q.Window) < float64(q.Limit)*float64(b.Window) {
+			q = b
+		}
+	}
+	if r.set.Len() > 1 {
+		q.Kind, q.String = "bands", r.spec.String()
+	}
+	return q
+}
+
+// idleAfter is the longest any band takes to become idle after an
+// admission: a refused new key may come back after that.
+func (r *rule) idleAfter() int64 {
+	var d int64
+	for i := range r.set.Len() {
+		d = max(d, int64(r.set.Band(i).Quota().IdleAfter))
+	}
+	return d
+}
+
+// state is a state's view for r: the first word, and the rest for rules
+// wider than one word.
+func stateOf(w *atomic.Uint64, rest []atomic.Uint64) algo.State {
+	if len(rest) > 0 {
+		return algo.State{Word: &rest[0], Rest: rest[1:]}
+	}
+	return algo.State{Word: w}
+}
