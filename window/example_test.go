@@ -73,8 +73,9 @@ func ExampleCounter_DecideAt() {
 // minute, each key on its own; an idle key is removed and comes back fresh.
 func ExampleKeyedLog() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := newFakeClock() // at t0; a sweep never looks past the limiter's clock
 	lim, _ := window.NewKeyedLog[string](2, time.Minute,
-		window.WithClock(fixedClock{t0}), window.WithSweepInterval(0))
+		window.WithClock(clk), window.WithSweepInterval(0))
 	defer lim.Close()
 	for _, r := range []struct {
 		key string
@@ -83,6 +84,7 @@ func ExampleKeyedLog() {
 		d := lim.DecideAt(r.key, t0.Add(r.at), 1)
 		fmt.Printf("%-5s at %v: allowed=%v retry=%v\n", r.key, r.at, d.Allowed, d.RetryAfter)
 	}
+	clk.Set(2 * time.Minute)
 	fmt.Println("keys:", lim.Len(), "removed at 2m:", lim.SweepAt(t0.Add(2*time.Minute)), "keys:", lim.Len())
 	// Output:
 	// alice at 0s: allowed=true retry=0s

@@ -131,6 +131,7 @@ func TestKeyedStaleTimeAfterEviction(t *testing.T) {
 	f := must(window.NewKeyedFixed[string](2, time.Second, window.WithClock(clk), window.WithSweepInterval(0)))
 	at := func(d time.Duration) time.Time { return clk.At(d) }
 	require.True(t, f.AllowN("a", at(500*time.Millisecond), 2)) // window 0 full
+	clk.Set(1200 * time.Millisecond)                            // a sweep never looks past the clock
 	require.Equal(t, 1, f.SweepAt(at(1200*time.Millisecond)))
 	d := f.DecideAt("a", at(900*time.Millisecond), 1) // stale: window 0
 	require.True(t, d.Allowed)
@@ -139,9 +140,12 @@ func TestKeyedStaleTimeAfterEviction(t *testing.T) {
 	assert.True(t, f.AllowN("a", at(1500*time.Millisecond), 1))
 	assert.False(t, f.AllowN("a", at(1600*time.Millisecond), 1), "window 1 holds 2")
 
+	clk.Set(0) // the log's epoch: t0, as the fixed window's
 	l := must(window.NewKeyedLog[string](1, time.Second, window.WithClock(clk), window.WithSweepInterval(0)))
 	require.True(t, l.AllowN("a", at(500*time.Millisecond), 1)) // expires at 1.5s
+	clk.Set(1400 * time.Millisecond)
 	require.Equal(t, 0, l.SweepAt(at(1400*time.Millisecond)), "not idle before 1.5s")
+	clk.Set(1500 * time.Millisecond)
 	require.Equal(t, 1, l.SweepAt(at(1500*time.Millisecond)))
 	d = l.DecideAt("a", at(1100*time.Millisecond), 1) // stale
 	require.False(t, d.Allowed, "a stale request must not find an empty ring")

@@ -107,11 +107,14 @@ func ExampleKeyed_SetTierFunc() {
 // Sweep; nothing about its limit is lost, because a full bucket is what a new
 // key starts with.
 func ExampleKeyed_SweepAt() {
-	lim, _ := core.NewKeyed[int](core.GCRA(gcra.PerSecond(10), 5), core.WithSweepInterval(0))
-	t0 := time.Now()
+	clk := newFakeClock() // a sweep never looks past the limiter's clock
+	lim, _ := core.NewKeyed[int](core.GCRA(gcra.PerSecond(10), 5), core.WithClock(clk), core.WithSweepInterval(0))
+	t0 := clk.Now()
 	lim.AllowN(1, t0, 5) // drained: full again 500 ms later
 	lim.AllowN(2, t0, 1) // full again 100 ms later
+	clk.Set(200 * time.Millisecond)
 	fmt.Println(lim.Len(), lim.SweepAt(t0.Add(200*time.Millisecond)), lim.Len())
+	clk.Set(time.Second)
 	fmt.Println(lim.SweepAt(t0.Add(time.Second)), lim.Len())
 	// Output:
 	// 2 1 1

@@ -37,9 +37,10 @@ func TestKeyedTierFuncPanicLeavesNoLock(t *testing.T) {
 	require.Equal(t, 1, k.Len())
 }
 
-// A request stamped far ahead makes room by removing idle keys, but must not
-// put keys created later in debt: the floor rises to the removed cells' TATs,
-// not to the request's time.
+// A request stamped far ahead must not make room by removing keys that will
+// be idle then but are not yet (the floor would rise ahead of real time, and
+// keys created later would start in debt): eviction never looks past the
+// limiter's clock.
 func TestKeyedFutureRequestLeavesNewKeysFull(t *testing.T) {
 	clk := newFakeClock()
 	k := newKeyed[string](t, gcra.Every(time.Second), 2, core.WithClock(clk), core.WithSweepInterval(0),
@@ -47,7 +48,8 @@ func TestKeyedFutureRequestLeavesNewKeysFull(t *testing.T) {
 	t0 := clk.Now()
 	require.True(t, k.AllowN("a", t0, 1))
 	require.True(t, k.AllowN("b", t0, 1))
-	require.True(t, k.AllowN("c", t0.Add(time.Hour), 1), "a and b are idle an hour later")
+	require.False(t, k.AllowN("c", t0.Add(time.Hour), 1), "a and b are idle an hour later, not now")
+	require.Equal(t, 2, k.Len())
 	require.LessOrEqual(t, k.Floor(), int64(time.Second))
 	require.Equal(t, 2, k.PeekAt("x", t0.Add(3*time.Second), 0).Remaining, "a new key is full")
 	clk.Advance(3 * time.Second)
@@ -101,17 +103,19 @@ func TestKeyedKeyLimitInsertsNothing(t *testing.T) {
 	require.Equal(t, 5, k.Peek("x", 0).Remaining)
 }
 
-// EvictStalest, after a skipped idle scan, retires an idle cell on its own:
-// the floor must cover that cell's TAT too.
+// A full EvictStalest limiter evicts an active key, then retires an idle
+// cell created after its scan: the floor must cover that cell's TAT too.
 func TestKeyedEvictStalestRaisesFloor(t *testing.T) {
 	clk := newFakeClock()
 	k := newKeyed[string](t, gcra.Every(time.Millisecond), 3, core.WithClock(clk), core.WithSweepInterval(0),
 		core.WithMaxKeys(1, core.EvictStalest), core.WithShards(1))
 	t0 := clk.Now()
 	ms := func(f float64) time.Time { return t0.Add(time.Duration(f * float64(time.Millisecond))) }
-	require.True(t, k.AllowN("a", t0, 3))    // TAT 3 ms
+	require.True(t, k.AllowN("a", t0, 3)) // TAT 3 ms
+	clk.Set(time.Millisecond)
 	require.True(t, k.AllowN("b", ms(1), 1)) // no idle key: a evicted active; b's TAT 2 ms
-	require.True(t, k.AllowN("c", ms(5), 1)) // b is idle at 5 ms (the idle scan is skipped: barren)
+	clk.Set(5 * time.Millisecond)
+	require.True(t, k.AllowN("c", ms(5), 1)) // b is idle at 5 ms
 	// A late request for b stamped 1.5 ms: the kept b (TAT 2 ms) would hold
 	// 2 tokens then, never 3.
 	require.False(t, k.AllowN("b", ms(1.5), 3), "over-admission after EvictStalest retired an idle cell")

@@ -83,7 +83,9 @@ func TestKeyedStaleNowAfterEviction(t *testing.T) {
 	for _, k := range []*core.Keyed[string]{keep, sweep} {
 		require.True(t, k.AllowN("a", t0, 3)) // TAT = 30ms
 	}
-	// At 40 ms the key is idle; sweep removes it.
+	// At 40 ms the key is idle; sweep removes it (a sweep never looks past
+	// the limiter's clock).
+	clk.Set(40 * time.Millisecond)
 	require.Equal(t, 1, sweep.SweepAt(t0.Add(40*time.Millisecond)))
 	require.Equal(t, 0, sweep.Len())
 	// A request stamped 5 ms arrives late. Kept: TAT 30 ms, so at 5 ms the

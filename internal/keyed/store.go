@@ -11,6 +11,7 @@
 package keyed
 
 import (
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -55,8 +56,13 @@ const DefaultSweepInterval = time.Minute
 // roomScanGap is how long a full limiter waits, after a scan of every shard
 // found no idle key, before a request for a new key may scan again:
 // otherwise a flood of new keys against a limiter full of active ones would
-// make every such request scan the whole map.
+// make every such request scan the whole map. It ends sooner when a key the
+// scan saw may have become idle (see room).
 const roomScanGap = 10 * time.Millisecond
+
+// minRecent is the least number of cells created after a barren scan that
+// a full limiter keeps track of (see room); the bound is MaxKeys/16 above it.
+const minRecent = 64
 
 // maxRoomRounds bounds how often one request makes room and then loses the
 // room to another new key, so that no request spins for ever.
@@ -99,7 +105,10 @@ type Cells[C any] interface {
 	// tell it from a new cell) and reports whether it did.
 	RetireIdle(c C, now int64) bool
 	// IdleFrom returns the time from which c is idle, and false if c is
-	// retired. EvictStalest removes the cells with the earliest.
+	// retired. EvictStalest removes the cells with the earliest. c is idle
+	// at now exactly when t ≤ now, and t never decreases while c is live
+	// (an admission only moves it later): a full Store relies on both to
+	// know, without looking again, that no cell it has seen is idle yet.
 	IdleFrom(c C) (t int64, live bool)
 	// RetireStale retires c, idle or not, if its IdleFrom is still at most
 	// limit; the floor is raised only if c is idle at now (an active cell
@@ -121,13 +130,46 @@ type Store[K comparable, C comparable] struct {
 	src   timebase.Source
 	cfg   Config
 
-	barrenUntil atomic.Int64 // no scan for idle keys before this time
+	room room[K, C] // what a full limiter knows of its idle keys
 
 	created, evicted, evictedActive, rejected atomic.Uint64
 
 	stop      chan struct{} // closed to stop the background sweeper
 	done      chan struct{} // closed when it has stopped
 	closeOnce sync.Once
+}
+
+// room is what a full Store knows of its idle keys between two scans of
+// every shard, so that a flood of new keys against a limiter full of active
+// ones does not scan the whole map on every request, and yet an idle key,
+// wherever it is, is removed before any active one.
+//
+// A scan that finds no idle key at time e leaves the Store barren: it
+// records the earliest IdleFrom of the cells it saw (no cell it saw is idle
+// before then, as IdleFrom never decreases) and the clock time when
+// roomScanGap ends. Cells created from the start of that scan on cannot be
+// in that minimum: Cell records them in recent, and a barren makeRoom looks
+// at each of them once, when it is new, then folds its IdleFrom into the
+// minimum (retiring it if it is idle). A makeRoom scans every shard again
+// once the gap has ended, once its eviction time reaches the minimum, or
+// when recent overflowed its bound (then it stopped recording).
+type room[K comparable, C comparable] struct {
+	mu       sync.Mutex // serialises scans; guards the fields up to recording
+	barren   bool       // the last scan found nothing idle; what follows holds
+	gapEnd   int64      // clock time at which roomScanGap ends
+	idleFrom int64      // no cell seen by the scan or in recent[:checked] is idle before this
+	checked  int        // recent[:checked] are accounted for in idleFrom
+
+	recording atomic.Bool // Cell records new cells in recent
+	recentMu  sync.Mutex  // guards recent and overflow
+	recent    []recentCell[K, C]
+	overflow  bool // recent reached its bound, and lost cells
+}
+
+// A recentCell is a cell created since the last scan began.
+type recentCell[K comparable, C comparable] struct {
+	key  K
+	cell C
 }
 
 // New returns an empty Store (cfg must be Valid). Call Start to run the
@@ -160,11 +202,16 @@ func Start[T any, K comparable, C comparable](owner *T, s *Store[K, C]) {
 // user's code (a panic there would leave the bucket locked).
 func (s *Store[K, C]) Cell(key K, now int64, create func() C) (c C, ok bool) {
 	for attempt := 0; ; attempt++ {
-		c, _, err := s.Map.LoadOrCreate(key, func() C {
+		c, loaded, err := s.Map.LoadOrCreate(key, func() C {
 			s.created.Add(1)
 			return create()
 		})
 		if err == nil {
+			// Recorded after the insertion: a scan that starts recording
+			// after this load of the flag visits the map after the insertion.
+			if !loaded && s.room.recording.Load() {
+				s.record(key, c)
+			}
 			if !s.cells.IsRetired(c) {
 				return c, true
 			}
@@ -184,30 +231,44 @@ func (s *Store[K, C]) Cell(key K, now int64, create func() C) (c C, ok bool) {
 // Refused counts a request for a new key that a full limiter refused.
 func (s *Store[K, C]) Refused() { s.rejected.Add(1) }
 
-// Sweep removes every key idle at now, shard by shard, and returns how many
-// cells it retired. It takes no global lock.
+// evictionTime is the time an eviction for a request stamped now decides
+// at: now, but never later than the limiter's clock. A key that will be idle
+// at a future time is not idle yet: removing it would raise the floor ahead
+// of real time (new keys denied until then) or forget an active key. A time
+// in the past stays as it is: an earlier time can only retire less.
+func (s *Store[K, C]) evictionTime(now int64) int64 { return min(now, s.src.Now()) }
+
+// Sweep removes every key idle at now (at the limiter's clock if now is
+// later), shard by shard, and returns how many cells it retired. It takes
+// no global lock.
 func (s *Store[K, C]) Sweep(now int64) int {
+	now = s.evictionTime(now)
 	removed := 0
 	for i := range s.Map.Shards() {
-		removed += s.sweepShard(i, now)
+		r, _ := s.sweepShard(i, now)
+		removed += r
 	}
 	return removed
 }
 
-// sweepShard removes shard i's idle keys at now and returns how many cells
-// it retired (their removal from the map may be finished by a caller that
-// meets them first).
-func (s *Store[K, C]) sweepShard(i int, now int64) int {
-	retired := 0
+// sweepShard removes shard i's idle keys at now, which is no later than the
+// clock, and returns how many cells it retired (their removal from the map
+// may be finished by a caller that meets them first) and the earliest
+// IdleFrom of the live cells it kept (math.MaxInt64 if none).
+func (s *Store[K, C]) sweepShard(i int, now int64) (retired int, minIdle int64) {
+	minIdle = math.MaxInt64
 	s.Map.SweepShard(i, func(_ K, c C) bool {
 		if s.RetireIdle(c, now) {
 			retired++
 			return true
 		}
+		if t, live := s.cells.IdleFrom(c); live {
+			minIdle = min(minIdle, t)
+		}
 		return false
 	})
 	s.reportEvicted(retired)
-	return retired
+	return retired, minIdle
 }
 
 // RetireIdle retires c if it is idle at now, and counts it, without removing
@@ -228,28 +289,16 @@ func (s *Store[K, C]) reportEvicted(n int) {
 	}
 }
 
-// makeRoom is called when a new key finds the map full. Idle keys go first:
-// it sweeps shards, from the sweep cursor on, until one yields an idle key
-// or all have been swept. If none was idle, RejectNew gives up (and skips
-// that scan for roomScanGap), and EvictStalest removes the stalest sixteenth
-// of the next non-empty shard. It reports whether it removed anything.
+// makeRoom is called when a new key finds the map full. Idle keys go first,
+// wherever they are: it sweeps shards, from the sweep cursor on, until one
+// yields an idle key or all have been swept, unless the Store is barren and
+// nothing it knows of can be idle yet (see room). If none was idle,
+// RejectNew gives up, and EvictStalest removes the stalest sixteenth of the
+// next non-empty shard. It reports whether it removed anything.
 func (s *Store[K, C]) makeRoom(now int64) bool {
-	// The gap is measured on the limiter's own clock: a request's time may
-	// be anything.
-	if s.src.Now() >= s.barrenUntil.Load() {
-		for range s.Map.Shards() {
-			if s.sweepShard(s.Map.NextShard(), now) > 0 {
-				return true
-			}
-		}
-		// Nothing is idle: until some time has passed, nothing will be.
-		until := s.src.Now() + int64(roomScanGap)
-		for {
-			b := s.barrenUntil.Load()
-			if b >= until || s.barrenUntil.CompareAndSwap(b, until) {
-				break
-			}
-		}
+	now = s.evictionTime(now)
+	if s.retireSomeIdle(now) {
+		return true
 	}
 	if s.cfg.Full == RejectNew {
 		return false
@@ -262,8 +311,87 @@ func (s *Store[K, C]) makeRoom(now int64) bool {
 	return false
 }
 
+// retireSomeIdle retires at least one cell idle at now (no later than the
+// clock), if there is one, and reports whether it did.
+func (s *Store[K, C]) retireSomeIdle(now int64) bool {
+	r := &s.room
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.barren && s.src.Now() < r.gapEnd && now < r.idleFrom {
+		r.recentMu.Lock()
+		fresh, overflow := r.recent[r.checked:], r.overflow
+		r.recentMu.Unlock()
+		if !overflow {
+			retired := 0
+			for _, rc := range fresh {
+				t, live := s.cells.IdleFrom(rc.cell)
+				if !live {
+					continue
+				}
+				if t <= now && s.RetireIdle(rc.cell, now) {
+					s.Map.CompareAndDelete(rc.key, rc.cell)
+					retired++
+					continue
+				}
+				// Kept (if it was idle but admitted meanwhile, t ≤ now
+				// makes the next call scan).
+				r.idleFrom = min(r.idleFrom, t)
+			}
+			r.checked += len(fresh)
+			s.reportEvicted(retired)
+			if retired > 0 || now < r.idleFrom {
+				return retired > 0
+			}
+		}
+	}
+	// Scan every shard. Cells created from here on are recorded, so that
+	// those the scan misses are looked at later.
+	r.recentMu.Lock()
+	clear(r.recent)
+	r.recent, r.overflow = r.recent[:0], false
+	r.recording.Store(true)
+	r.recentMu.Unlock()
+	minIdle := int64(math.MaxInt64)
+	for range s.Map.Shards() {
+		retired, m := s.sweepShard(s.Map.NextShard(), now)
+		if retired > 0 {
+			r.barren = false
+			r.recording.Store(false)
+			r.recentMu.Lock()
+			clear(r.recent)
+			r.recent = r.recent[:0]
+			r.recentMu.Unlock()
+			return true
+		}
+		minIdle = min(minIdle, m)
+	}
+	// Nothing is idle: until some time has passed, or a key seen has
+	// become idle, nothing will be.
+	r.barren, r.gapEnd, r.idleFrom, r.checked = true, s.src.Now()+int64(roomScanGap), minIdle, 0
+	return false
+}
+
+// record notes a cell created while a full Store is barren or scanning.
+func (s *Store[K, C]) record(key K, c C) {
+	r := &s.room
+	r.recentMu.Lock()
+	defer r.recentMu.Unlock()
+	if !r.recording.Load() {
+		return
+	}
+	if len(r.recent) >= max(minRecent, s.cfg.MaxKeys/16) {
+		// Too many to look at one by one: the next makeRoom scans.
+		r.overflow = true
+		r.recording.Store(false)
+		return
+	}
+	r.recent = append(r.recent, recentCell[K, C]{key, c})
+}
+
 // evictStalest retires the sixteenth of shard i's cells that become idle
-// first (at least one), idle or not, and returns how many it removed.
+// first (at least one), idle or not, at now (no later than the clock), and
+// returns how many it removed. If any of them is idle, it retires only idle
+// ones.
 func (s *Store[K, C]) evictStalest(i int, now int64) int {
 	var from []int64
 	s.Map.RangeShard(i, func(_ K, c C) bool {
@@ -278,6 +406,11 @@ func (s *Store[K, C]) evictStalest(i int, now int64) int {
 	slices.Sort(from)
 	want := max(len(from)/16, 1)
 	limit := from[want-1]
+	if from[0] <= now {
+		// Idle cells (created or gone idle since the search for idle
+		// keys): retire those only.
+		limit = min(limit, now)
+	}
 	retired := 0
 	s.Map.SweepShard(i, func(_ K, c C) bool {
 		if want == 0 {
