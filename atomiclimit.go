@@ -1,5 +1,7 @@
 // Package atomiclimit rate-limits work per key (user, API key, client IP,
-// tenant) with lock-free GCRA buckets: one import for the common case.
+// tenant) with lock-free limiters whose state per key is one atomic word (a
+// ring of them for the exact sliding log and the rolling window): one import
+// for the common case, errors included.
 //
 //	lim, err := atomiclimit.NewKeyed[string](atomiclimit.PerSecond(10), 20)
 //	…
@@ -7,16 +9,41 @@
 //		http.Error(w, "slow down", http.StatusTooManyRequests)
 //	}
 //
-// The names here are aliases of the packages that implement them: gcra (the
-// arithmetic: limits, parameters, decisions) and atomicbucket (the single-key
-// Limiter and the Keyed limiter). Their documentation has the details.
+// NewKeyed and New take a GCRA limit (a token bucket: a rate, and a burst
+// admitted at once). NewKeyedRule and NewRule take any Rule: GCRA, a fixed
+// window (aligned to the limiter, to UTC, or anchored at each key's first
+// request), a sliding-window counter, an exact sliding log, a rolling window
+// kept in slices, or several of them at once (Bands).
+//
+// # Choosing a rule
+//
+//	rule             most admitted in any window of W       state per key
+//	GCRA             B at once, then the rate: B + W/T       8 B
+//	FixedWindow      N per window; 2N across a boundary      8 B
+//	AnchoredWindow   N per window from the key's first       8 B
+//	                 request; 2N across a boundary
+//	SlidingCounter   N per fixed window; 2N−1 rolling        8 B
+//	SlidingLog       N in every rolling W, exactly           8·N + 32 B
+//	Rolling          Q in every run of W/P aligned slices    8·(W/P + 1) + 32 B
+//	Bands            every band's own bound                  the bands' sum
+//
+// Figures per algorithm (ns per decision, heap per key) are in the README
+// and bench/BENCHMARKS.md, with the commands that measured them.
+//
+// # Time
+//
+// Every decision method has a form that takes the time (AllowN, DecideAt,
+// PeekAt, SweepAt); the plain form is shorthand for it at the limiter's
+// clock. Times are nanoseconds since the limiter's epoch on the monotonic
+// clock by default, so wall-clock steps change nothing. A stale or backward
+// time can only make a decision stricter: no state ever moves back.
 package atomiclimit
 
 import (
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 type (
@@ -24,47 +51,59 @@ type (
 	Limit = gcra.Limit
 	// Decision is the whole outcome of one request (see gcra.Decision).
 	Decision = gcra.Decision
-	// Keyed is a limiter with one bucket per key (see atomicbucket.Keyed).
-	Keyed[K comparable] = atomicbucket.Keyed[K]
-	// Limiter is a single-key limiter (see atomicbucket.Limiter).
-	Limiter = atomicbucket.Limiter
-	// Reservation holds tokens promised for later (see atomicbucket.Reservation).
-	Reservation = atomicbucket.Reservation
-	// Tier is a limit shared by some keys of a Keyed limiter.
-	Tier = atomicbucket.Tier
-	// KeyedStats counts what a Keyed limiter has done.
-	KeyedStats = atomicbucket.KeyedStats
+	// Rule names an algorithm and its parameters: GCRA, FixedWindow,
+	// FixedWindowUTC, AnchoredWindow, SlidingCounter, SlidingLog, Rolling or
+	// Bands. The zero Rule is invalid.
+	Rule = core.Rule
+	// Quota describes a rule for headers and logs: its kind, the most it
+	// admits in one window, and the window.
+	Quota = core.Quota
+	// Keyed is a limiter with one state per key.
+	Keyed[K comparable] = core.Keyed[K]
+	// Limiter is a single-key limiter.
+	Limiter = core.Limiter
+	// Reservation holds tokens of a GCRA limiter promised for later (see
+	// Limiter.ReserveN): the leaky bucket's pacing.
+	Reservation = core.Reservation
+	// Tier is a rule shared by some keys of a Keyed limiter.
+	Tier = core.Tier
+	// Stats counts what a Keyed limiter has done.
+	Stats = core.Stats
 	// FullPolicy says what a full Keyed limiter does with a new key.
-	FullPolicy = atomicbucket.FullPolicy
+	FullPolicy = core.FullPolicy
 	// Option configures a limiter.
-	Option = atomicbucket.Option
+	Option = core.Option
 	// Clock tells the time (for WithClock).
-	Clock = atomicbucket.Clock
+	Clock = core.Clock
+	// Hook observes decisions and evictions, for metrics (see WithHook).
+	Hook = core.Hook
+	// NopHook implements Hook and does nothing; embed it to implement only
+	// some of the methods.
+	NopHook = core.NopHook
 )
 
-// The policies of WithMaxKeys.
-const (
-	RejectNew    = atomicbucket.RejectNew
-	EvictStalest = atomicbucket.EvictStalest
-)
-
-var (
-	// Unlimited admits every request and stores nothing.
-	Unlimited = gcra.Unlimited
-	// DenyAll admits nothing.
-	DenyAll = gcra.DenyAll
-)
-
-// NewKeyed returns a limiter that gives every key limit and burst; see
-// atomicbucket.NewKeyed.
+// NewKeyed returns a limiter that gives every key a GCRA bucket of limit and
+// burst. It is shorthand for NewKeyedRule(GCRA(limit, burst), opts...).
 func NewKeyed[K comparable](limit Limit, burst int, opts ...Option) (*Keyed[K], error) {
-	return atomicbucket.NewKeyed[K](limit, burst, opts...)
+	return core.NewKeyed[K](core.GCRA(limit, burst), opts...)
 }
 
-// New returns a single-key limiter; see atomicbucket.New.
-func New(limit Limit, burst int, opts ...Option) (*Limiter, error) {
-	return atomicbucket.New(limit, burst, opts...)
+// NewKeyedRule returns a limiter that holds every key to rule, unless a tier
+// says otherwise. Unless WithSweepInterval(0) is given, it starts a
+// background sweeper that removes idle keys; Close stops it, and so does the
+// garbage collector once the limiter is unreachable.
+func NewKeyedRule[K comparable](rule Rule, opts ...Option) (*Keyed[K], error) {
+	return core.NewKeyed[K](rule, opts...)
 }
+
+// New returns a single-key GCRA limiter. It is shorthand for
+// NewRule(GCRA(limit, burst), opts...).
+func New(limit Limit, burst int, opts ...Option) (*Limiter, error) {
+	return core.New(core.GCRA(limit, burst), opts...)
+}
+
+// NewRule returns a single-key limiter of rule.
+func NewRule(rule Rule, opts ...Option) (*Limiter, error) { return core.New(rule, opts...) }
 
 // Per returns n events per period.
 func Per(n int, period time.Duration) Limit { return gcra.Per(n, period) }
@@ -84,16 +123,13 @@ func PerDay(n int) Limit { return gcra.PerDay(n) }
 // Every returns one event per d.
 func Every(d time.Duration) Limit { return gcra.Every(d) }
 
-// WithClock makes a limiter read c; see atomicbucket.WithClock.
-func WithClock(c Clock) Option { return atomicbucket.WithClock(c) }
+var (
+	// Unlimited admits every request and stores nothing.
+	Unlimited = gcra.Unlimited
+	// DenyAll admits nothing.
+	DenyAll = gcra.DenyAll
+)
 
-// WithCoarseClock makes a limiter read the 1 ms coarse clock; see
-// atomicbucket.WithCoarseClock.
-func WithCoarseClock() Option { return atomicbucket.WithCoarseClock() }
-
-// WithMaxKeys bounds a Keyed limiter; see atomicbucket.WithMaxKeys.
-func WithMaxKeys(n int, policy FullPolicy) Option { return atomicbucket.WithMaxKeys(n, policy) }
-
-// WithSweepInterval sets the idle-key sweeper's pass; see
-// atomicbucket.WithSweepInterval.
-func WithSweepInterval(d time.Duration) Option { return atomicbucket.WithSweepInterval(d) }
+// Never is the RetryAfter of a request that can never be admitted (n above
+// the burst or the window's count, or DenyAll).
+const Never = gcra.Never

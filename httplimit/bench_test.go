@@ -6,15 +6,15 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
 // allowAll is a limiter whose allow path is the real one (a CAS per
 // request) but which never runs dry: T = 1ns, B = 100, so the bucket is full
 // again long before the next request, and r = 99 has a precomputed value.
-func allowAll[K comparable](b *testing.B) *atomicbucket.Keyed[K] {
-	lim, err := atomicbucket.NewKeyed[K](gcra.PerSecond(1_000_000_000), 100, atomicbucket.WithSweepInterval(0))
+func allowAll[K comparable](b *testing.B) *atomiclimit.Keyed[K] {
+	lim, err := atomiclimit.NewKeyed[K](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,10 +47,10 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
-		hook    Hook
+		hook    atomiclimit.Hook
 	}{
 		{"headers=none", HeadersNone, nil},
-		{"headers=none/hook=on", HeadersNone, NopHook{}},
+		{"headers=none/hook=on", HeadersNone, atomiclimit.NopHook{}},
 		{"headers=default", DefaultHeaders, nil},
 		{"headers=all", AllHeaders, nil},
 	} {
@@ -71,7 +71,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		benchServe(b, m.Handler(okHandler), r, 200)
 	})
 	b.Run("handler=denied/key=remote/headers=default", func(b *testing.B) {
-		lim, _ := atomicbucket.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomicbucket.WithSweepInterval(0))
+		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
 		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}})
 		benchServe(b, m.Handler(okHandler), r, 429)
 	})

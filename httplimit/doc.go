@@ -83,11 +83,11 @@
 //
 // # Tiers
 //
-// The headers describe the Limiter's Params, the default tier of a Keyed
-// limiter. Keys on other tiers (SetTierFunc, SetKeyLimit) are limited by their
-// own tier but advertised with the default's q and w. For limits that differ
-// per route, use Config.Routes with one limiter per route: each route's
-// policy is then advertised exactly.
+// The headers describe the quota of the rule each key is held to
+// (Limiter.Quota): a key on another tier (SetTierFunc, SetKeyRule) is
+// advertised with its own q and w. For bands, q and w are the tightest
+// band's. For limits that differ per route, use Config.Routes with one
+// limiter per route.
 //
 // # Observability
 //

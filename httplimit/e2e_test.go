@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -20,7 +20,7 @@ import (
 // and records the time of every admission: the exact instants the GCRA
 // bound is stated in.
 type recordingLimiter struct {
-	k        *atomicbucket.Keyed[netip.Prefix]
+	k        *atomiclimit.Keyed[netip.Prefix]
 	mu       sync.Mutex
 	admitted map[netip.Prefix][]time.Duration // since start
 	start    time.Time
@@ -41,7 +41,7 @@ func (l *recordingLimiter) Peek(key netip.Prefix, n int) gcra.Decision {
 	return l.k.PeekAt(key, time.Now(), n)
 }
 
-func (l *recordingLimiter) Params() *gcra.Params { return l.k.Params() }
+func (l *recordingLimiter) Quota(key netip.Prefix) atomiclimit.Quota { return l.k.Quota(key) }
 
 // End to end: a real server on 127.0.0.1 behind a "proxy" (the test client,
 // trusted, sending X-Forwarded-For), driven by a bounded pool of concurrent
@@ -57,7 +57,7 @@ func TestEndToEndBound(t *testing.T) {
 	if testing.Short() {
 		run = 200 * time.Millisecond
 	}
-	k, err := atomicbucket.NewKeyed[netip.Prefix](gcra.Every(interval), burst, atomicbucket.WithSweepInterval(50*time.Millisecond))
+	k, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Every(interval), burst, atomiclimit.WithSweepInterval(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

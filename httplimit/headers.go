@@ -1,12 +1,14 @@
 package httplimit
 
 import (
+	"math"
 	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -47,29 +49,30 @@ const (
 // r ≤ tableMax tokens (and so t = 0) writes a string built in advance.
 const tableMax = 128
 
-// fields is what a policy's headers need from its parameters, built once per
-// parameter set: Params changes (SetLimit) only by storing a new pointer.
+// fields is what a policy's headers need from a quota, built once per quota
+// and rebuilt when the quota the limiter reports changes (SetRule, a key on
+// another tier).
 type fields struct {
-	params  *gcra.Params
+	quota   atomiclimit.Quota
 	limited bool   // false for Unlimited: no quota to describe, no headers
-	q       int    // quota: the burst B
+	q       int    // quota: the burst B, or the window's count
 	limit   string // q in decimal
 	policy  string // the RateLimit-Policy value without pk
 	item    string // `"name";r=`: the start of the RateLimit value
 	table   []string
 }
 
-func newFields(p *gcra.Params, name, unit string) *fields {
-	f := &fields{params: p, limited: !p.IsUnlimited()}
+func newFields(quota atomiclimit.Quota, name, unit string) *fields {
+	f := &fields{quota: quota, limited: quota.Limit != math.MaxInt}
 	if !f.limited {
 		return f
 	}
-	f.q = p.Burst()
+	f.q = quota.Limit
 	f.limit = strconv.Itoa(f.q)
 	item := appendSFString(nil, name)
 	pol := append(append([]byte(nil), item...), ";q="...)
 	pol = strconv.AppendInt(pol, int64(f.q), 10)
-	if w := ceilSeconds(p.Span()); f.q > 0 {
+	if w := ceilSeconds(quota.Window); f.q > 0 {
 		pol = append(pol, ";w="...)
 		pol = strconv.AppendInt(pol, max(w, 1), 10)
 	}

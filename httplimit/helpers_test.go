@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -36,9 +36,9 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 // newKeyed returns a Keyed limiter on clock c without a background sweeper.
-func newKeyed[K comparable](t testing.TB, c *fakeClock, limit gcra.Limit, burst int) *atomicbucket.Keyed[K] {
+func newKeyed[K comparable](t testing.TB, c *fakeClock, limit gcra.Limit, burst int) *atomiclimit.Keyed[K] {
 	t.Helper()
-	lim, err := atomicbucket.NewKeyed[K](limit, burst, atomicbucket.WithClock(c), atomicbucket.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[K](limit, burst, atomiclimit.WithClock(c), atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}

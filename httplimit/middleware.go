@@ -8,20 +8,21 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// A Limiter decides requests per key. *atomicbucket.Keyed[K] (and so
-// *atomiclimit.Keyed[K]) implements it; Decide and Peek read the limiter's
-// own clock (atomicbucket.WithClock makes them deterministic).
+// A Limiter decides requests per key. *atomiclimit.Keyed[K] implements it,
+// for every rule; Decide and Peek read the limiter's own clock
+// (atomiclimit.WithClock makes them deterministic).
 type Limiter[K comparable] interface {
-	// Decide takes n tokens from key's bucket if it has them.
+	// Decide takes n from key's state if the rule admits them.
 	Decide(key K, n int) gcra.Decision
-	// Peek is Decide without taking anything.
+	// Peek is Decide without taking anything; Peek(key, 0) describes the
+	// key as it is.
 	Peek(key K, n int) gcra.Decision
-	// Params returns the parameters the headers describe: the limiter's
-	// default tier (see the package documentation on tiers).
-	Params() *gcra.Params
+	// Quota describes the rule key is held to: the headers' q and w.
+	Quota(key K) atomiclimit.Quota
 }
 
 // A Policy is a named limit: the item the RateLimit-Policy and RateLimit
@@ -88,7 +89,7 @@ type Config[K comparable] struct {
 	// (nil: RejectOnError).
 	OnError ErrorHandler
 	// Hook receives the middleware's events (nil: none, at no cost).
-	Hook Hook
+	Hook atomiclimit.Hook
 }
 
 // A Denial describes a denied request to a DenyFunc.
@@ -125,7 +126,7 @@ type Middleware[K comparable] struct {
 	pk       func(K) []byte
 	deny     DenyFunc
 	onError  ErrorHandler
-	hook     Hook
+	hook     atomiclimit.Hook
 	unit     string
 	evictMu  sync.Mutex
 	policies []*policy[K] // def first, then the routes' (for ReportEvictions)
@@ -141,14 +142,14 @@ type policy[K comparable] struct {
 	evicted uint64 // evictions reported so far; guarded by Middleware.evictMu
 }
 
-// fields returns the header values for the limiter's current parameters,
-// rebuilding them after SetLimit (a new *gcra.Params).
-func (p *policy[K]) fields() *fields {
-	params := p.lim.Params()
-	if f := p.f.Load(); f != nil && f.params == params {
+// fields returns the header values for key's quota, rebuilding them when the
+// quota changes (SetRule, or a key on another tier than the last one seen).
+func (p *policy[K]) fields(key K) *fields {
+	q := p.lim.Quota(key)
+	if f := p.f.Load(); f != nil && f.quota == q {
 		return f
 	}
-	f := newFields(params, p.name, p.unit)
+	f := newFields(q, p.name, p.unit)
 	p.f.Store(f)
 	return f
 }
@@ -209,7 +210,8 @@ func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) 
 		return nil, err
 	}
 	pol := &policy[K]{name: p.Name, lim: p.Limiter, unit: m.unit}
-	pol.fields() // build the header values now, and fail here if Params panics
+	var zero K
+	pol.fields(zero) // build the header values now, and fail here if Quota panics
 	return pol, nil
 }
 
@@ -238,10 +240,10 @@ func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.
 			return
 		}
 	}
-	f := p.fields()
+	f := p.fields(key)
 	var d gcra.Decision
 	if n == 0 {
-		d = peekFree(p.lim, key, f.params)
+		d = peekFree(p.lim, key)
 	} else {
 		d = p.lim.Decide(key, n)
 	}
@@ -270,16 +272,10 @@ func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.
 	m.deny(w, r, Denial{Policy: p.name, Cost: n, Decision: d, RetryAfter: ra})
 }
 
-// peekFree is the decision for a request of cost 0: admitted, and the bucket
-// as it is. Peek(key, 1) describes the bucket after one more token when it
-// would admit, so that token is given back here.
-func peekFree[K comparable](lim Limiter[K], key K, p *gcra.Params) gcra.Decision {
-	d := lim.Peek(key, 1)
-	if d.Allowed && !p.IsUnlimited() {
-		d.Remaining++
-		d.ResetAfter = max(d.ResetAfter-p.Interval(), 0)
-		d.TokenAfter = 0
-	}
+// peekFree is the decision for a request of cost 0: admitted, and the key's
+// state as it is.
+func peekFree[K comparable](lim Limiter[K], key K) gcra.Decision {
+	d := lim.Peek(key, 0)
 	d.Allowed, d.RetryAfter = true, 0
 	return d
 }
@@ -303,8 +299,8 @@ func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.H
 
 // ReportEvictions passes to the hook, as Evicted events, the keys each
 // policy's limiter has removed since the last call: idle keys and, under
-// atomicbucket.EvictStalest, active ones. It reads the limiters' counters
-// (limiters with a Stats() atomicbucket.KeyedStats method), so call it
+// atomiclimit.EvictStalest, active ones. It reads the limiters' counters
+// (limiters with a Stats() atomiclimit.Stats method), so call it
 // periodically or before a metrics scrape; the limiters do not report
 // evictions as they happen. A limiter shared by several policies reports
 // its evictions under each of them. Without a hook it does nothing.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -298,7 +298,7 @@ func TestSetLimitChangesHeaders(t *testing.T) {
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=10;w=60` {
 		t.Errorf("before: %q", w.Header().Get("RateLimit-Policy"))
 	}
-	if err := lim.SetLimit(gcra.PerSecond(20), 20); err != nil {
+	if err := lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(20), 20)); err != nil {
 		t.Fatal(err)
 	}
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=20;w=1` {
@@ -347,7 +347,7 @@ func TestConfigErrors(t *testing.T) {
 // header, with or without a hook; the default headers add exactly one (the
 // backing array of the header slices) while r has a precomputed value.
 func TestAllowPathAllocs(t *testing.T) {
-	lim, err := atomicbucket.NewKeyed[netip.Prefix](gcra.PerSecond(1_000_000_000), 100, atomicbucket.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +359,11 @@ func TestAllowPathAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
-		hook    Hook
+		hook    atomiclimit.Hook
 		want    float64
 	}{
 		{"headers=none", HeadersNone, nil, 0},
-		{"headers=none/hook=on", HeadersNone, NopHook{}, 0},
+		{"headers=none/hook=on", HeadersNone, atomiclimit.NopHook{}, 0},
 		{"headers=default", DefaultHeaders, nil, 1},
 	} {
 		h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)

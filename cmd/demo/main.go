@@ -18,7 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -26,10 +26,14 @@ type scenario struct {
 	name       string
 	limit      gcra.Limit
 	burst      int
-	opts       []atomicbucket.Option
+	opts       []atomiclimit.Option
 	goroutines int
+	// slack is added to the elapsed time in the bound: one tick of the
+	// coarse clock, whose readings at the start and the end may lag real
+	// time by different amounts (less than a tick each).
+	slack time.Duration
 	// call makes one attempt and reports how many tokens it was granted.
-	call func(ctx context.Context, l *atomicbucket.Limiter) int
+	call func(ctx context.Context, l *atomiclimit.Limiter) int
 }
 
 type result struct {
@@ -39,7 +43,7 @@ type result struct {
 }
 
 func run(s scenario, d time.Duration) result {
-	lim, err := atomicbucket.New(s.limit, s.burst, s.opts...)
+	lim, err := atomiclimit.New(s.limit, s.burst, s.opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -67,12 +71,12 @@ func run(s scenario, d time.Duration) result {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	p := lim.Params()
+	p, _ := gcra.NewParams(s.limit, s.burst)
 	return result{
 		attempts: attempts.Load(),
 		admitted: admitted.Load(),
 		elapsed:  elapsed,
-		bound:    int64(p.Burst()) + int64(elapsed/p.Interval()),
+		bound:    int64(p.Burst()) + int64((elapsed+s.slack)/p.Interval()),
 	}
 }
 
@@ -82,7 +86,7 @@ type keyedScenario struct {
 	churn bool
 	limit gcra.Limit
 	burst int
-	opts  []atomicbucket.Option
+	opts  []atomiclimit.Option
 }
 
 // churnSlot is how long a set of keys is in use when keys churn: every
@@ -94,13 +98,13 @@ type keyedResult struct {
 	attempts, admitted int64
 	worst, bound       int64 // the most any key was admitted, and the per-key bound
 	elapsed            time.Duration
-	stats              atomicbucket.KeyedStats
+	stats              atomiclimit.Stats
 }
 
 // runKeyed hammers a Keyed limiter with random keys for d and counts what
 // each key was admitted.
 func runKeyed(s keyedScenario, goroutines int, d time.Duration) keyedResult {
-	lim, err := atomicbucket.NewKeyed[int](s.limit, s.burst, s.opts...)
+	lim, err := atomiclimit.NewKeyed[int](s.limit, s.burst, s.opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -149,7 +153,7 @@ func runKeyed(s keyedScenario, goroutines int, d time.Duration) keyedResult {
 		r.admitted += n
 		r.worst = max(r.worst, n)
 	}
-	p := lim.Params()
+	p, _ := gcra.NewParams(s.limit, s.burst)
 	r.bound = int64(p.Burst()) + int64(r.elapsed/p.Interval())
 	return r
 }
@@ -158,19 +162,19 @@ func main() {
 	d := flag.Duration("d", time.Second, "how long each scenario runs")
 	flag.Parse()
 
-	allow := func(_ context.Context, l *atomicbucket.Limiter) int {
+	allow := func(_ context.Context, l *atomiclimit.Limiter) int {
 		if l.Allow() {
 			return 1
 		}
 		return 0
 	}
-	weighted := func(_ context.Context, l *atomicbucket.Limiter) int {
+	weighted := func(_ context.Context, l *atomiclimit.Limiter) int {
 		if l.Decide(5).Allowed {
 			return 5
 		}
 		return 0
 	}
-	wait := func(ctx context.Context, l *atomicbucket.Limiter) int {
+	wait := func(ctx context.Context, l *atomiclimit.Limiter) int {
 		if l.Wait(ctx) == nil {
 			return 1
 		}
@@ -178,13 +182,13 @@ func main() {
 	}
 	g := 4 * runtime.GOMAXPROCS(0)
 	scenarios := []scenario{
-		{"Allow, 1000/s burst 50", gcra.PerSecond(1000), 50, nil, g, allow},
-		{"Allow, coarse clock", gcra.PerSecond(1000), 50, []atomicbucket.Option{atomicbucket.WithCoarseClock()}, g, allow},
-		{"Allow, 100k/s burst 1 (hard limit)", gcra.PerSecond(100_000), 1, nil, g, allow},
-		{"Decide(5), 10k tokens/s burst 100", gcra.PerSecond(10_000), 100, nil, g, weighted},
-		{"Wait (pacing), 200/s burst 1", gcra.PerSecond(200), 1, nil, g, wait},
+		{"Allow, 1000/s burst 50", gcra.PerSecond(1000), 50, nil, g, 0, allow},
+		{"Allow, coarse clock (bound + 1 tick)", gcra.PerSecond(1000), 50, []atomiclimit.Option{atomiclimit.WithCoarseClock()}, g, time.Millisecond, allow},
+		{"Allow, 100k/s burst 1 (hard limit)", gcra.PerSecond(100_000), 1, nil, g, 0, allow},
+		{"Decide(5), 10k tokens/s burst 100", gcra.PerSecond(10_000), 100, nil, g, 0, weighted},
+		{"Wait (pacing), 200/s burst 1", gcra.PerSecond(200), 1, nil, g, 0, wait},
 	}
-	fmt.Printf("atomicbucket demo: %d goroutines per scenario, %v each, GOMAXPROCS=%d\n\n", g, *d, runtime.GOMAXPROCS(0))
+	fmt.Printf("atomiclimit demo: %d goroutines per scenario, %v each, GOMAXPROCS=%d\n\n", g, *d, runtime.GOMAXPROCS(0))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tattempts/s\tadmitted\tbound B+d/T\tadmitted/s\t")
 	ok := true
@@ -199,14 +203,14 @@ func main() {
 	fmt.Printf("\nKeyed limiters: %d goroutines pick random keys; the bound holds per key\n\n", g)
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "scenario\tdecisions/s\tadmitted\tworst key / its bound\tkeys held\tevicted\tevicted active\trejected\t")
-	sweep := atomicbucket.WithSweepInterval(50 * time.Millisecond)
+	sweep := atomiclimit.WithSweepInterval(50 * time.Millisecond)
 	for _, s := range []keyedScenario{
-		{"10k keys, 100/s burst 10", 10_000, false, gcra.PerSecond(100), 10, []atomicbucket.Option{sweep}},
-		{"1k new keys every 10ms, swept every 50ms", 1000, true, gcra.PerSecond(100), 10, []atomicbucket.Option{sweep}},
+		{"10k keys, 100/s burst 10", 10_000, false, gcra.PerSecond(100), 10, []atomiclimit.Option{sweep}},
+		{"1k new keys every 10ms, swept every 50ms", 1000, true, gcra.PerSecond(100), 10, []atomiclimit.Option{sweep}},
 		{"same, at most 5k keys, reject new", 1000, true, gcra.PerSecond(100), 10,
-			[]atomicbucket.Option{sweep, atomicbucket.WithMaxKeys(5000, atomicbucket.RejectNew)}},
+			[]atomiclimit.Option{sweep, atomiclimit.WithMaxKeys(5000, atomiclimit.RejectNew)}},
 		{"same, at most 2k keys, evict stalest", 1000, true, gcra.PerSecond(100), 10,
-			[]atomicbucket.Option{sweep, atomicbucket.WithMaxKeys(2000, atomicbucket.EvictStalest)}},
+			[]atomiclimit.Option{sweep, atomiclimit.WithMaxKeys(2000, atomiclimit.EvictStalest)}},
 	} {
 		r := runKeyed(s, g, *d)
 		fmt.Fprintf(w, "%s\t%.0f\t%d\t%d / %d\t%d\t%d\t%d\t%d\t\n", s.name, float64(r.attempts)/r.elapsed.Seconds(), r.admitted,

@@ -73,7 +73,7 @@ func main() {
 }
 
 type hook struct {
-	httplimit.NopHook
+	atomiclimit.NopHook
 	allowed, denied sync.Map // policy -> *atomic.Int64
 }
 

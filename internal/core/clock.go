@@ -16,7 +16,7 @@ const CoarseTick = timebase.CoarseTick
 
 // An Option configures a Limiter or a Keyed limiter. The clock options apply
 // to both; WithMaxKeys, WithSweepInterval and WithShards to Keyed only (New
-// rejects them with ErrKeyedOption).
+// rejects them with ErrOption).
 type Option interface{ apply(*config) }
 
 type config struct {

@@ -36,7 +36,8 @@ type rule struct {
 	gcra bool        // one band, GCRA: the fast path applies
 	set  *algo.Set
 	spec Rule
-	maxN int // the largest request any state admits: larger ones insert no key
+	maxN int   // the largest request any state admits: larger ones insert no key
+	q    Quota // the rule's Quota, built once: Quota allocates nothing
 }
 
 // newRule validates spec against src's clock and builds it.
@@ -69,6 +70,7 @@ func newRule(spec Rule, src *timebase.Source) (*rule, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
 		}
 		r.set = set
+		r.q = r.describe()
 		r.maxN = math.MaxInt
 		for _, b := range spec.Bands {
 			r.maxN = min(r.maxN, maxN(b, nil))
@@ -84,6 +86,7 @@ func newRule(spec Rule, src *timebase.Source) (*rule, error) {
 		r.g, r.gcra = *p, true
 	}
 	r.set, _ = algo.NewSet(a) // one band always makes a set
+	r.q = r.describe()
 	r.maxN = maxN(spec, p)
 	return r, nil
 }
@@ -152,9 +155,12 @@ func compatible(def, r *rule) error {
 	return fmt.Errorf("%w: %v cannot replace %v", ErrIncompatible, r.spec, def.spec)
 }
 
-// quota describes r: its one band's, or, for bands, the tightest band's
-// (the one with the least Limit per Window).
-func (r *rule) quota() Quota {
+// quota describes r.
+func (r *rule) quota() Quota { return r.q }
+
+// describe describes r: its one band's quota, or, for bands, the tightest
+// band's (the one with the least Limit per Window).
+func (r *rule) describe() Quota {
 	q := r.set.Band(0).Quota()
 	for i := 1; i < r.set.Len(); i++ {
 		b := r.set.Band(i).Quota()

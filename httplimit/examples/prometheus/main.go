@@ -34,7 +34,7 @@ import (
 	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
-// PromHook implements httplimit.Hook with Prometheus counters. The
+// PromHook implements atomiclimit.Hook with Prometheus counters. The
 // per-policy children are created up front, so an event is a map read and an
 // atomic add: no label hashing, no allocation.
 type PromHook struct {
@@ -117,7 +117,7 @@ func (h *PromHook) Denied(policy string, cost int, retryAfter time.Duration) {
 func (h *PromHook) Evicted(policy string, keys int) { h.metrics(policy).evicted.Add(float64(keys)) }
 func (h *PromHook) Error(policy string, err error)  { h.metrics(policy).errors.Inc() }
 
-var _ httplimit.Hook = (*PromHook)(nil)
+var _ atomiclimit.Hook = (*PromHook)(nil)
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")

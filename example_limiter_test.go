@@ -1,4 +1,4 @@
-package core_test
+package atomiclimit_test
 
 import (
 	"context"
@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/internal/core"
-	"github.com/atomiclimit/atomiclimit/gcra"
+		"github.com/atomiclimit/atomiclimit"
 )
 
 // Explicit instants keep the output independent of scheduling.
@@ -20,7 +19,7 @@ func (c fixedClock) Now() time.Time { return c.t }
 
 func ExampleLimiter_AllowN() {
 	// 10 per second, burst 2; the limiter's epoch is t0.
-	lim, _ := core.New(core.GCRA(gcra.PerSecond(10), 2), core.WithClock(fixedClock{t0}))
+	lim, _ := atomiclimit.New(atomiclimit.PerSecond(10), 2, atomiclimit.WithClock(fixedClock{t0}))
 	fmt.Println(lim.AllowN(t0, 1), lim.AllowN(t0, 1), lim.AllowN(t0, 1))
 	fmt.Println(lim.AllowN(t0.Add(100*time.Millisecond), 1)) // one token back
 	// Output:
@@ -29,7 +28,7 @@ func ExampleLimiter_AllowN() {
 }
 
 func ExampleLimiter_DecideAt() {
-	lim, _ := core.New(core.GCRA(gcra.PerMinute(60), 3), core.WithClock(fixedClock{t0}))
+	lim, _ := atomiclimit.New(atomiclimit.PerMinute(60), 3, atomiclimit.WithClock(fixedClock{t0}))
 	for i := 0; i < 4; i++ {
 		d := lim.DecideAt(t0, 1)
 		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
@@ -42,13 +41,13 @@ func ExampleLimiter_DecideAt() {
 }
 
 func ExampleLimiter_ReserveN() {
-	lim, _ := core.New(core.GCRA(gcra.PerSecond(4), 1), core.WithClock(fixedClock{t0}))
+	lim, _ := atomiclimit.New(atomiclimit.PerSecond(4), 1, atomiclimit.WithClock(fixedClock{t0}))
 	for i := 0; i < 3; i++ {
 		r, _ := lim.ReserveN(t0, 1)
 		fmt.Println(r.DelayFrom(t0)) // pace: act after this long
 	}
 	_, err := lim.ReserveN(t0, 2)
-	fmt.Println(errors.Is(err, gcra.ErrExceedsBurst))
+	fmt.Println(errors.Is(err, atomiclimit.ErrExceedsBurst))
 	// Output:
 	// 0s
 	// 250ms
@@ -57,22 +56,22 @@ func ExampleLimiter_ReserveN() {
 }
 
 func ExampleLimiter_Wait() {
-	lim, _ := core.New(core.GCRA(gcra.Every(time.Hour), 1))
+	lim, _ := atomiclimit.New(atomiclimit.Every(time.Hour), 1)
 	lim.Allow() // spend the only token
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	// The next token is an hour away: Wait fails at once, consuming nothing.
 	err := lim.Wait(ctx)
-	fmt.Println(errors.Is(err, core.ErrDeadline))
+	fmt.Println(errors.Is(err, atomiclimit.ErrDeadline))
 	// Output: true
 }
 
 func ExampleNew_errors() {
-	_, err := core.New(core.GCRA(gcra.PerSecond(0), 10))
-	fmt.Println(errors.Is(err, gcra.ErrInvalidLimit), err)
-	_, err = core.New(core.GCRA(gcra.PerSecond(100), 0))
-	fmt.Println(errors.Is(err, gcra.ErrInvalidBurst), err)
+	_, err := atomiclimit.New(atomiclimit.PerSecond(0), 10)
+	fmt.Println(errors.Is(err, atomiclimit.ErrInvalidLimit), err)
+	_, err = atomiclimit.New(atomiclimit.PerSecond(100), 0)
+	fmt.Println(errors.Is(err, atomiclimit.ErrInvalidBurst), err)
 	// Output:
 	// true gcra: invalid limit: 0 events per period
 	// true gcra: invalid burst: 0 (must be at least 1; 1 means no burst)
@@ -81,10 +80,10 @@ func ExampleNew_errors() {
 // Free users get 2 requests in a burst, premium ones 5. The tier is chosen
 // once, when a key is first seen.
 func ExampleKeyed_SetTierFunc() {
-	lim, _ := core.NewKeyed[string](core.GCRA(gcra.PerMinute(60), 2))
+	lim, _ := atomiclimit.NewKeyed[string](atomiclimit.PerMinute(60), 2)
 	defer lim.Close()
-	premium, _ := lim.NewTier(core.GCRA(gcra.PerMinute(60), 5))
-	lim.SetTierFunc(func(user string) *core.Tier {
+	premium, _ := lim.NewTier(atomiclimit.GCRA(atomiclimit.PerMinute(60), 5))
+	lim.SetTierFunc(func(user string) *atomiclimit.Tier {
 		if strings.HasPrefix(user, "pro:") {
 			return premium
 		}
@@ -107,15 +106,14 @@ func ExampleKeyed_SetTierFunc() {
 // Sweep; nothing about its limit is lost, because a full bucket is what a new
 // key starts with.
 func ExampleKeyed_SweepAt() {
-	clk := newFakeClock() // a sweep never looks past the limiter's clock
-	lim, _ := core.NewKeyed[int](core.GCRA(gcra.PerSecond(10), 5), core.WithClock(clk), core.WithSweepInterval(0))
-	t0 := clk.Now()
+	clk := &fixedClock{t0} // a sweep never looks past the limiter's clock
+	lim, _ := atomiclimit.NewKeyed[int](atomiclimit.PerSecond(10), 5, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
 	lim.AllowN(1, t0, 5) // drained: full again 500 ms later
 	lim.AllowN(2, t0, 1) // full again 100 ms later
-	clk.Set(200 * time.Millisecond)
-	fmt.Println(lim.Len(), lim.SweepAt(t0.Add(200*time.Millisecond)), lim.Len())
-	clk.Set(time.Second)
-	fmt.Println(lim.SweepAt(t0.Add(time.Second)), lim.Len())
+	clk.t = t0.Add(200 * time.Millisecond)
+	fmt.Println(lim.Len(), lim.SweepAt(clk.t), lim.Len())
+	clk.t = t0.Add(time.Second)
+	fmt.Println(lim.SweepAt(clk.t), lim.Len())
 	// Output:
 	// 2 1 1
 	// 1 0

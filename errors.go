@@ -1,0 +1,49 @@
+package atomiclimit
+
+import (
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/window"
+)
+
+// The errors of this module, for errors.Is. The constructors and SetRule
+// return configuration errors wrapped with details; the hot-path methods
+// never return errors and never panic: a request they can never admit is a
+// denial whose RetryAfter is Never.
+var (
+	// ErrInvalidLimit: the zero Limit, a rate or count ≤ 0, NaN or infinite.
+	ErrInvalidLimit = gcra.ErrInvalidLimit
+	// ErrRateTooHigh: faster than one event per nanosecond.
+	ErrRateTooHigh = gcra.ErrRateTooHigh
+	// ErrInvalidBurst: a GCRA burst below 1.
+	ErrInvalidBurst = gcra.ErrInvalidBurst
+	// ErrInvalidPeriod: a window or slice length ≤ 0 or too long.
+	ErrInvalidPeriod = window.ErrInvalidPeriod
+	// ErrOverflow: a limit that does not fit the state (burst × interval
+	// beyond 73 years, a count too large for a window's state word, a log
+	// beyond its largest ring).
+	ErrOverflow = gcra.ErrOverflow
+	// ErrInvalidRule: the zero Rule, or Bands that nest, hold an Unlimited
+	// band, or put a SlidingLog band anywhere but last.
+	ErrInvalidRule = core.ErrInvalidRule
+	// ErrIncompatible: a tier's or a key's rule of another algorithm or
+	// window than the limiter's.
+	ErrIncompatible = core.ErrIncompatible
+	// ErrCoarseTick: a GCRA rule whose (burst−1)·interval is shorter than
+	// the coarse clock's tick (WithCoarseClock).
+	ErrCoarseTick = core.ErrCoarseTick
+	// ErrInvalidMaxKeys: a negative key bound or an unknown FullPolicy.
+	ErrInvalidMaxKeys = core.ErrInvalidMaxKeys
+	// ErrOption: a keyed option given to a single-key limiter.
+	ErrOption = core.ErrOption
+	// ErrInvalidN: Reserve or Wait for n < 0 tokens.
+	ErrInvalidN = gcra.ErrInvalidN
+	// ErrExceedsBurst: Reserve or Wait for more than the burst: never
+	// admitted.
+	ErrExceedsBurst = gcra.ErrExceedsBurst
+	// ErrDeadline: Wait's tokens would come after the context's deadline.
+	ErrDeadline = core.ErrDeadline
+	// ErrTooManyKeys: Reserve or Wait for a new key that a full limiter
+	// with RejectNew refuses.
+	ErrTooManyKeys = core.ErrTooManyKeys
+)

@@ -1,0 +1,46 @@
+package atomiclimit
+
+import (
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/internal/core"
+)
+
+// The policies of WithMaxKeys.
+const (
+	// RejectNew denies requests for new keys until a key becomes idle and is
+	// removed. No key ever loses its state, so no key is ever admitted beyond
+	// its limit.
+	RejectNew = core.RejectNew
+	// EvictStalest removes the keys closest to idle to make room. An evicted
+	// key that was not idle loses its state, and may be admitted up to its
+	// limit again (Stats counts those in EvictedActive).
+	EvictStalest = core.EvictStalest
+)
+
+// WithClock makes a limiter read c instead of the monotonic clock, for
+// deterministic tests and simulations; c.Now() at construction is its epoch.
+func WithClock(c Clock) Option { return core.WithClock(c) }
+
+// WithCoarseClock makes a limiter read a process-wide cached time that one
+// ticker advances every millisecond: the cheapest hot path there is, with
+// every decision made up to a tick late (see the README's "Clocks").
+func WithCoarseClock() Option { return core.WithCoarseClock() }
+
+// WithMaxKeys bounds a Keyed limiter to n keys (0: no bound), exactly. When
+// it is full, idle keys are removed first; only if none is idle does policy
+// decide.
+func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, policy) }
+
+// WithSweepInterval sets how long the background sweeper of a Keyed limiter
+// takes for one pass over every key (default one minute); d ≤ 0 starts no
+// sweeper.
+func WithSweepInterval(d time.Duration) Option { return core.WithSweepInterval(d) }
+
+// WithShards sets the number of shards of a Keyed limiter's map (rounded up
+// to a power of two).
+func WithShards(n int) Option { return core.WithShards(n) }
+
+// WithHook makes a Keyed limiter report its decisions and evictions to h
+// under the name policy.
+func WithHook(policy string, h Hook) Option { return core.WithHook(policy, h) }
