@@ -111,3 +111,23 @@ func TestLogErrors(t *testing.T) {
 	assert.ErrorIs(t, err, window.ErrOverflow)
 	assert.Contains(t, err.Error(), "window: ")
 }
+
+// The zero LogRing has no slots: every call denies (RetryAfter gcra.Never)
+// without panicking or writing, on a t0…t3 timeline. Before the fix, Allow
+// divided by zero.
+func TestLogZeroRingDeniesEverything(t *testing.T) {
+	p := mustLog(t, 3, time.Second)
+	var ring window.LogRing
+	for i, now := range []int64{0, int64(time.Millisecond), int64(time.Hour), 0} { // t0…t3, t3 jumps back
+		assert.False(t, ring.Allow(p, now), "step %d: Allow", i)
+		assert.False(t, ring.Admits(p, now), "step %d: Admits", i)
+		want := gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
+		assert.Equal(t, want, ring.Decide(p, now), "step %d: Decide", i)
+		assert.Equal(t, want, ring.Peek(p, now), "step %d: Peek", i)
+		assert.Equal(t, gcra.Decision{TokenAfter: gcra.Never}, ring.State(p, now), "step %d: State", i)
+		_, _, idle := ring.Idle(now)
+		assert.False(t, idle, "step %d: the zero ring is never idle (nothing to retire)", i)
+		assert.False(t, ring.IsRetired(), "step %d: IsRetired", i)
+	}
+	assert.Zero(t, ring.Len())
+}
