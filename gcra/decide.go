@@ -94,10 +94,10 @@ func (p *Params) Decide(tat, now int64, n int) (next int64, d Decision) {
 // request: Remaining, ResetAfter and TokenAfter. Allowed and RetryAfter are
 // zero.
 func (p *Params) State(tat, now int64) Decision {
-	if p.interval == 0 {
+	if p.IsUnlimited() {
 		return Decision{Remaining: math.MaxInt}
 	}
-	if p.burst == 0 {
+	if p.burst == 0 { // DenyAll or the zero Params: no token, ever
 		return Decision{TokenAfter: Never}
 	}
 	debt := max(tat-now, 0) // time until full; > span only if now went back
@@ -119,7 +119,7 @@ func (p *Params) State(tat, now int64) Decision {
 // and the later reservations' slots are already promised. Cancelling in
 // reverse order of reservation refunds all of them.
 func (p *Params) Refund(tat, now, next int64, n int) (int64, bool) {
-	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst {
+	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst { // interval 0: Unlimited or the zero Params
 		return tat, false
 	}
 	back := max(next-int64(n)*p.interval, now)
