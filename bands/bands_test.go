@@ -190,3 +190,28 @@ func TestBandsAllocateNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}
 }
+
+// A log band's peek describes the state after the hypothetical admission,
+// so Peek equals the Decide that follows at the same instant on a t0…t9
+// timeline, for a log band alone and behind a GCRA band, single-key and
+// keyed. Before the fix the log band's peek reported one token more.
+func TestLogBandPeekMatchesDecide(t *testing.T) {
+	ms := time.Millisecond
+	timeline := []time.Duration{0, 0, 400 * ms, 999 * ms, time.Second, 1300 * ms, 1400 * ms, 500 * ms, 1800 * ms, 5 * time.Second}
+	for name, specs := range map[string][]bands.Band{
+		"log":      {bands.Log(3, time.Second)},
+		"gcra+log": {bands.GCRA(gcra.PerSecond(100), 50), bands.Log(3, time.Second)},
+		"log N=1":  {bands.Log(1, time.Second)},
+	} {
+		l := newLimiter(t, specs...)
+		k, err := bands.NewKeyed[string](specs, bands.WithClock(&fakeClock{}), bands.WithSweepInterval(0))
+		require.NoError(t, err)
+		for i, at := range timeline {
+			now := t0.Add(at)
+			peek := l.PeekAt(now, 1)
+			assert.Equal(t, peek, l.DecideAt(now, 1), "%s step %d (at %v): peek, then decide", name, i, at)
+			kpeek := k.PeekAt("a", now, 1)
+			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "%s step %d (at %v): keyed peek, then decide", name, i, at)
+		}
+	}
+}

@@ -156,7 +156,13 @@ func (k *KeyedLog[K]) peek(key K, now int64, n int) gcra.Decision {
 	} else {
 		d = gcra.Decision{Allowed: n == 1, Remaining: k.p.limit}
 		if n == 1 {
+			// As after the hypothetical admission: one slot taken, the
+			// latest (and, for N = 1, the oldest) admission leaving at now + W.
+			d.Remaining--
 			d.ResetAfter = k.p.Period()
+			if d.Remaining == 0 {
+				d.TokenAfter = k.p.Period()
+			}
 		}
 	}
 	if n != 1 {

@@ -260,9 +260,26 @@ func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
 	if !ok {
 		d.RetryAfter = time.Duration(oldest - now)
 	}
+	n := uint64(len(l.slots))
+	k := l.head.Load()
 	d.Remaining = l.expired(now)
+	next := int64(l.slots[k%n].Load() &^ lapBit) // the oldest admission: the next to leave
+	if ok && peek {
+		// A peek describes the ring after its hypothetical admission, as the
+		// Decide that follows leaves it (and as every other algorithm
+		// reports): admission k would take slot k mod N, one expired slot
+		// fewer, and the oldest admission would then be k−N+1, in slot
+		// (k+1) mod N, or k itself, expiring at u, when N = 1. ResetAfter
+		// already uses u.
+		d.Remaining = max(d.Remaining-1, 0)
+		if n == 1 {
+			next = u
+		} else {
+			next = int64(l.slots[(k+1)%n].Load() &^ lapBit)
+		}
+	}
 	if d.Remaining == 0 {
-		d.TokenAfter = time.Duration(max(int64(l.slots[l.head.Load()%uint64(len(l.slots))].Load()&^lapBit)-now, 0))
+		d.TokenAfter = time.Duration(max(next-now, 0))
 	}
 	return d
 }

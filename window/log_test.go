@@ -131,3 +131,30 @@ func TestLogZeroRingDeniesEverything(t *testing.T) {
 	}
 	assert.Zero(t, ring.Len())
 }
+
+// logPeekTimeline is t0…t9 for a log of N per second: each step is peeked,
+// then decided, at the same instant.
+var logPeekTimeline = []time.Duration{0, 0, 400 * time.Millisecond, 999 * time.Millisecond, time.Second,
+	1300 * time.Millisecond, 1400 * time.Millisecond, 500 * time.Millisecond, 1800 * time.Millisecond, 5 * time.Second}
+
+// The log's Peek describes the state after its hypothetical admission, so
+// it equals the Decide that follows at the same instant (Remaining,
+// ResetAfter and TokenAfter included), for the single-key Log and the
+// KeyedLog, N = 3 and N = 1. Before the fix an admitted peek reported
+// Remaining one higher (and TokenAfter 0 where Decide then reported a wait).
+func TestLogPeekMatchesDecide(t *testing.T) {
+	for _, limit := range []int{3, 1} {
+		lim, err := window.NewLog(limit, time.Second, window.WithClock(newFakeClock()))
+		require.NoError(t, err)
+		k, err := window.NewKeyedLog[string](limit, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+		require.NoError(t, err)
+		for i, at := range logPeekTimeline {
+			now := t0.Add(at)
+			peek := lim.PeekAt(now, 1)
+			assert.Equal(t, peek, lim.DecideAt(now, 1), "N=%d step %d (at %v): Log peek, then decide", limit, i, at)
+			kpeek := k.PeekAt("a", now, 1)
+			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "N=%d step %d (at %v): KeyedLog peek, then decide", limit, i, at)
+			assert.Equal(t, peek, kpeek, "N=%d step %d: keyed and single-key agree", limit, i)
+		}
+	}
+}
