@@ -117,7 +117,8 @@ func (k *Keyed[K]) Allow(key K) bool {
 }
 
 // AllowN reports whether key may have n events at now, and consumes n tokens
-// if so. n < 1 and n > burst are denied.
+// if so. n = 0 is admitted and consumes nothing (it creates no key); n < 0
+// and n > burst are denied.
 func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
 	t := k.src.At(now)
 	ok := k.allow(key, t, n)
@@ -152,7 +153,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 		// Bucket.AllowN by hand, so that its first attempt inlines here.
 		p := c.params()
 		if p.IsUnlimited() {
-			return n >= 1 // writes nothing
+			return n >= 0 // writes nothing
 		}
 		ok, settled := c.tryAllowN(p, now, n)
 		if !settled {
@@ -168,6 +169,9 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 
 // allowSlow is allow for a key that is absent or whose cell was retired.
 func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
+	if n == 0 {
+		return true // a peek needs no cell: create no key for it
+	}
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {
@@ -205,6 +209,9 @@ func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
 }
 
 func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
+	if n == 0 {
+		return k.peek(key, now, 0) // admitted, stores nothing, creates no key
+	}
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {
@@ -222,7 +229,7 @@ func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
 // other is denied with RetryAfter B·T (Never for DenyAll).
 func (k *Keyed[K]) refused(key K, n int) gcra.Decision {
 	p := k.tierFor(key).params.Load()
-	if p.IsUnlimited() && n >= 1 {
+	if p.IsUnlimited() && n >= 0 {
 		return gcra.Decision{Allowed: true, Remaining: math.MaxInt}
 	}
 	k.st.Refused()

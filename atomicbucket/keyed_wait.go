@@ -27,6 +27,10 @@ func (k *Keyed[K]) reservePtr(key K, now int64, n int) (*Reservation, error) {
 }
 
 func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation, error) {
+	if n == 0 {
+		// A peek: admitted at once, creates no key (reserveOn never reads b).
+		return reserveOn(nil, k.tierFor(key).params.Load(), &k.src, now, 0, maxWait)
+	}
 	for {
 		c := k.cellFor(key, now)
 		if c == nil {

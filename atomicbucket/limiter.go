@@ -102,11 +102,12 @@ func (l *Limiter) Allow() bool {
 }
 
 // AllowN reports whether n events may happen at now, and consumes n tokens
-// if so. n < 1 and n > burst are denied (see Decide for the reason).
+// if so. n = 0 is admitted and consumes nothing; n < 0 and n > burst are
+// denied (see Decide for the reason).
 func (l *Limiter) AllowN(now time.Time, n int) bool {
 	p, t := l.params.Load(), l.src.At(now)
 	if p.IsUnlimited() {
-		return n >= 1 // writes nothing
+		return n >= 0 // writes nothing
 	}
 	if ok, settled := l.cell.tryAllowN(p, t, n); settled {
 		return ok

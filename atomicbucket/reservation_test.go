@@ -69,7 +69,7 @@ func TestReserveErrors(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want error
-	}{{0, gcra.ErrInvalidN}, {-3, gcra.ErrInvalidN}, {3, gcra.ErrExceedsBurst}} {
+	}{{-1, gcra.ErrInvalidN}, {-3, gcra.ErrInvalidN}, {3, gcra.ErrExceedsBurst}} {
 		_, err := lim.ReserveN(time.Now(), tc.n)
 		assert.ErrorIs(t, err, tc.want, "n=%d", tc.n)
 	}
@@ -161,7 +161,7 @@ func TestWaitFailsAtOnce(t *testing.T) {
 	assert.Equal(t, before, lim.Peek(1))
 
 	// Bad n, and a context already done.
-	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 0, noTimer), gcra.ErrInvalidN)
+	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), -1, noTimer), gcra.ErrInvalidN)
 	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 3, noTimer), gcra.ErrExceedsBurst)
 	done, cancelNow := context.WithCancel(context.Background())
 	cancelNow()

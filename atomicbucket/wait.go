@@ -21,7 +21,7 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 //
 // It fails at once, consuming nothing, if ctx is already done or its
 // deadline is not after now (with ctx.Err(), or context.DeadlineExceeded if
-// ctx has not noticed its deadline yet), whatever tokens are spare; if n < 1
+// ctx has not noticed its deadline yet), whatever tokens are spare; if n < 0
 // (gcra.ErrInvalidN) or n > burst (gcra.ErrExceedsBurst), or if the tokens
 // would be due after ctx's deadline (ErrDeadline). If ctx is done while it
 // waits, it cancels its reservation and returns ctx.Err(); the tokens come

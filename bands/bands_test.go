@@ -215,3 +215,28 @@ func TestLogBandPeekMatchesDecide(t *testing.T) {
 		}
 	}
 }
+
+// n = 0 is a peek under bands too: admitted by every band kind (a log band
+// included), counting nothing, creating no key. Before the fix it was denied.
+func TestZeroNIsAnAdmittedPeek(t *testing.T) {
+	specs := []bands.Band{bands.GCRA(gcra.PerSecond(10), 2), bands.Fixed(2, time.Second, window.AlignStart),
+		bands.Counter(2, time.Second), bands.Log(2, time.Second)}
+	l := newLimiter(t, specs...)
+	k, err := bands.NewKeyed[string](specs, bands.WithClock(&fakeClock{}), bands.WithSweepInterval(0))
+	require.NoError(t, err)
+	for i, at := range []time.Duration{0, 0, 300 * time.Millisecond, 100 * time.Millisecond} { // t0…t3
+		now := t0.Add(at)
+		l.AllowN(now, 1)
+		before := l.PeekAt(now, 1)
+		assert.True(t, l.AllowN(now, 0), "step %d: AllowN(0)", i)
+		d := l.DecideAt(now, 0)
+		assert.True(t, d.Allowed, "step %d: DecideAt(0)", i)
+		assert.Zero(t, d.RetryAfter, "step %d", i)
+		assert.True(t, l.PeekAt(now, 0).Allowed, "step %d: PeekAt(0)", i)
+		assert.Equal(t, before, l.PeekAt(now, 1), "step %d: nothing counted", i)
+		assert.Equal(t, gcra.Never, l.DecideAt(now, -1).RetryAfter, "step %d: n < 0", i)
+		assert.True(t, k.AllowN("new", now, 0), "step %d: keyed", i)
+		assert.True(t, k.DecideAt("new", now, 0).Allowed, "step %d: keyed", i)
+		assert.Zero(t, k.Len(), "step %d: n = 0 creates no key", i)
+	}
+}

@@ -19,8 +19,8 @@ const (
 	// about 36 years. Reserve treats a larger maxWait as MaxWait, so that
 	// unbounded reservations cannot push TAT past 2^63 and wrap around.
 	MaxWait = time.Duration(maxWait)
-	// Never is the RetryAfter of a request that can never be admitted: n < 1,
-	// n > burst, or the limit is DenyAll. It equals x/time/rate's InfDuration.
+	// Never is the RetryAfter of a request that can never be admitted: n < 0,
+	// n > burst, or n ≥ 1 under DenyAll. It equals x/time/rate's InfDuration.
 	Never = time.Duration(math.MaxInt64)
 )
 

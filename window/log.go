@@ -237,13 +237,15 @@ func (l *LogRing) Peek(p *LogParams, now int64) gcra.Decision {
 	return l.decide(p, now, true)
 }
 
-// decideN is decide for a request of n events: only n == 1 can be admitted,
-// and any other n is denied with RetryAfter gcra.Never and the state as it
-// is (nothing is recorded).
+// decideN is decide for a request of n events: n == 1 is decided; n == 0 is
+// a peek, admitted with the state as it is; any other n is denied with
+// RetryAfter gcra.Never and the state as it is. Only n == 1 records.
 func (l *LogRing) decideN(p *LogParams, now int64, n int, peek bool) gcra.Decision {
 	if n != 1 {
 		d := l.State(p, now)
-		d.RetryAfter = gcra.Never
+		if d.Allowed = n == 0; !d.Allowed {
+			d.RetryAfter = gcra.Never
+		}
 		return d
 	}
 	return l.decide(p, now, peek)

@@ -42,7 +42,7 @@ func TestLogTimeline(t *testing.T) {
 	assert.False(t, d.Allowed)
 	assert.Equal(t, gcra.Never, d.RetryAfter, "one event per call")
 	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 2))
-	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 0))
+	assert.False(t, lim.AllowN(t0.Add(9*time.Second), -1))
 }
 
 // checkLogSequence runs nows through a ring and the reference, and checks
