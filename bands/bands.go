@@ -318,7 +318,7 @@ func (s set) check(c *cell, i int, now int64, n int) bool {
 		_, ok := b.c.Admit(w.Load(), now, n)
 		return ok
 	default:
-		return n == 1 && c.ring.Admits(&b.l, now)
+		return n == 0 || n == 1 && c.ring.Admits(&b.l, now)
 	}
 }
 
@@ -332,7 +332,7 @@ func (s set) take(c *cell, i int, now int64, n int) (stored uint64, ok bool) {
 		switch b.kind {
 		case kindGCRA:
 			if b.g.IsUnlimited() {
-				return 0, n >= 1 // writes nothing, as atomicbucket does
+				return 0, n >= 0 // writes nothing, as atomicbucket does
 			}
 			var tat int64
 			tat, ok = b.g.Admit(int64(old), now, n)
@@ -342,10 +342,13 @@ func (s set) take(c *cell, i int, now int64, n int) (stored uint64, ok bool) {
 		case kindCounter:
 			next, ok = b.c.Admit(old, now, n)
 		default:
-			return 0, n == 1 && c.ring.Allow(&b.l, now)
+			return 0, n == 0 || n == 1 && c.ring.Allow(&b.l, now)
 		}
 		if !ok {
 			return 0, false // a denial stores nothing
+		}
+		if n == 0 {
+			return old, true // a peek stores nothing (next == old)
 		}
 		if w.CompareAndSwap(old, next) {
 			return next, true
@@ -414,7 +417,8 @@ func (s set) takeAll(c *cell, now int64, n int) bool {
 func (l *Limiter) Allow() bool { return l.bands.admit(&l.c, l.src.Now(), 1) }
 
 // AllowN reports whether n events may happen at now under every band, and
-// counts them in all of them if so. A log band admits only n == 1.
+// counts them in all of them if so. A log band admits only n == 1 (and
+// n == 0, a peek that counts nothing anywhere).
 func (l *Limiter) AllowN(now time.Time, n int) bool { return l.bands.admit(&l.c, l.src.At(now), n) }
 
 // A Decision is the outcome of a request under several bands: the
@@ -502,11 +506,14 @@ func (s set) peek(c *cell, i int, now int64, n int) gcra.Decision {
 		_, d := b.c.Decide(w.Load(), now, n)
 		return d
 	default:
-		d := c.ring.Peek(&b.l, now)
 		if n != 1 {
-			d.Allowed, d.RetryAfter = false, gcra.Never
+			d := c.ring.State(&b.l, now) // the log records only n == 1
+			if d.Allowed = n == 0; !d.Allowed {
+				d.RetryAfter = gcra.Never
+			}
+			return d
 		}
-		return d
+		return c.ring.Peek(&b.l, now)
 	}
 }
 

@@ -190,3 +190,53 @@ func TestBandsAllocateNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}
 }
+
+// A log band's peek describes the state after the hypothetical admission,
+// so Peek equals the Decide that follows at the same instant on a t0…t9
+// timeline, for a log band alone and behind a GCRA band, single-key and
+// keyed. Before the fix the log band's peek reported one token more.
+func TestLogBandPeekMatchesDecide(t *testing.T) {
+	ms := time.Millisecond
+	timeline := []time.Duration{0, 0, 400 * ms, 999 * ms, time.Second, 1300 * ms, 1400 * ms, 500 * ms, 1800 * ms, 5 * time.Second}
+	for name, specs := range map[string][]bands.Band{
+		"log":      {bands.Log(3, time.Second)},
+		"gcra+log": {bands.GCRA(gcra.PerSecond(100), 50), bands.Log(3, time.Second)},
+		"log N=1":  {bands.Log(1, time.Second)},
+	} {
+		l := newLimiter(t, specs...)
+		k, err := bands.NewKeyed[string](specs, bands.WithClock(&fakeClock{}), bands.WithSweepInterval(0))
+		require.NoError(t, err)
+		for i, at := range timeline {
+			now := t0.Add(at)
+			peek := l.PeekAt(now, 1)
+			assert.Equal(t, peek, l.DecideAt(now, 1), "%s step %d (at %v): peek, then decide", name, i, at)
+			kpeek := k.PeekAt("a", now, 1)
+			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "%s step %d (at %v): keyed peek, then decide", name, i, at)
+		}
+	}
+}
+
+// n = 0 is a peek under bands too: admitted by every band kind (a log band
+// included), counting nothing, creating no key. Before the fix it was denied.
+func TestZeroNIsAnAdmittedPeek(t *testing.T) {
+	specs := []bands.Band{bands.GCRA(gcra.PerSecond(10), 2), bands.Fixed(2, time.Second, window.AlignStart),
+		bands.Counter(2, time.Second), bands.Log(2, time.Second)}
+	l := newLimiter(t, specs...)
+	k, err := bands.NewKeyed[string](specs, bands.WithClock(&fakeClock{}), bands.WithSweepInterval(0))
+	require.NoError(t, err)
+	for i, at := range []time.Duration{0, 0, 300 * time.Millisecond, 100 * time.Millisecond} { // t0…t3
+		now := t0.Add(at)
+		l.AllowN(now, 1)
+		before := l.PeekAt(now, 1)
+		assert.True(t, l.AllowN(now, 0), "step %d: AllowN(0)", i)
+		d := l.DecideAt(now, 0)
+		assert.True(t, d.Allowed, "step %d: DecideAt(0)", i)
+		assert.Zero(t, d.RetryAfter, "step %d", i)
+		assert.True(t, l.PeekAt(now, 0).Allowed, "step %d: PeekAt(0)", i)
+		assert.Equal(t, before, l.PeekAt(now, 1), "step %d: nothing counted", i)
+		assert.Equal(t, gcra.Never, l.DecideAt(now, -1).RetryAfter, "step %d: n < 0", i)
+		assert.True(t, k.AllowN("new", now, 0), "step %d: keyed", i)
+		assert.True(t, k.DecideAt("new", now, 0).Allowed, "step %d: keyed", i)
+		assert.Zero(t, k.Len(), "step %d: n = 0 creates no key", i)
+	}
+}

@@ -98,6 +98,9 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 			return ok
 		}
 	}
+	if n == 0 {
+		return true // a peek needs no cell: create no key for it
+	}
 	for {
 		c := k.cell(key, now)
 		if c == nil {
@@ -125,6 +128,9 @@ func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) Decision {
 }
 
 func (k *Keyed[K]) decide(key K, now int64, n int) Decision {
+	if n == 0 {
+		return k.peek(key, now, 0) // admitted, counts nothing, creates no key
+	}
 	for {
 		c := k.cell(key, now)
 		if c == nil {

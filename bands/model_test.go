@@ -32,8 +32,8 @@ type refResult struct {
 func (m *refBands) request(now int64, n int) refResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := refResult{ok: n >= 1, remaining: math.MaxInt}
-	if n < 1 {
+	r := refResult{ok: n >= 0, remaining: math.MaxInt} // n = 0: a peek, admitted
+	if n < 0 {
 		r.retry = gcra.Never // (would(now, 0) is the state query below)
 	}
 	for _, b := range m.bands {
@@ -46,7 +46,7 @@ func (m *refBands) request(now int64, n int) refResult {
 			r.retry = max(r.retry, retry)
 		}
 	}
-	if r.ok {
+	if r.ok && n > 0 { // a peek records nothing
 		for _, b := range m.bands {
 			b.record(now, n)
 		}

@@ -18,8 +18,8 @@ type Decision struct {
 	Remaining int
 	// RetryAfter is 0 when allowed. When denied it is the exact wait after
 	// which the same request is admitted (if nothing else consumes tokens
-	// meanwhile): max(TAT, now) + n·T − B·T − now. Never when n < 1, n > B or
-	// the limit is DenyAll.
+	// meanwhile): max(TAT, now) + n·T − B·T − now. Never when n < 0, n > B or
+	// the limit is DenyAll (n ≥ 1).
 	RetryAfter time.Duration
 	// ResetAfter is the time until the bucket is full again: max(0, TAT' − now).
 	ResetAfter time.Duration
@@ -31,7 +31,9 @@ type Decision struct {
 
 // Admit decides a request for n tokens at now against the stored state tat.
 // It returns the state to store and whether the request is admitted. When it
-// is denied, next == tat: a denial writes nothing. For Unlimited, next is
+// is denied, next == tat: a denial writes nothing. n = 0 is a peek: admitted
+// under every limit (DenyAll and Retired included) with next == tat, which
+// the caller must not store either. For Unlimited, next is
 // max(tat, now); the buckets do not store it, so Unlimited writes nothing.
 //
 // now must be a value from Nanos. next never precedes tat, whatever now is:
@@ -41,7 +43,7 @@ type Decision struct {
 // buckets' hot paths; the tests check the two agree on every step.
 func (p *Params) Admit(tat, now int64, n int) (next int64, ok bool) {
 	if uint64(int64(n)-1) >= uint64(p.burst) { // n < 1 or n > B (see Reserve)
-		return tat, false
+		return tat, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
 	// Unlimited has T = 0: next = max(tat, now) always passes.
 	next = max(tat, now) + int64(n)*p.interval
@@ -55,17 +57,22 @@ func (p *Params) Admit(tat, now int64, n int) (next int64, ok bool) {
 // to maxWait ns for its turn. It admits when the wait is at most maxWait and
 // returns the state to store and the wait (0 if the tokens are there now).
 // When it denies, next == tat and wait is the wait the request would need:
-// Never when n < 1, n > B or DenyAll. Admit is Reserve with maxWait 0.
+// Never when n < 0, n > B or DenyAll (n ≥ 1). n = 0 is admitted with wait 0
+// and next == tat: nothing to store. Admit is Reserve with maxWait 0.
 // maxWait is capped at MaxWait: a reservation is never due further ahead.
 //
 //	base   = max(TAT, now)
 //	next   = base + n·T
 //	wait   = next − now − B·T      (≤ 0: the tokens are available now)
-//	admit ⇔ 1 ≤ n ≤ B and wait ≤ maxWait
+//	admit ⇔ n = 0, or 1 ≤ n ≤ B and wait ≤ maxWait
 func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64, ok bool) {
 	// One unsigned compare rejects both n < 1 (n-1 wraps to a huge value)
 	// and n > B. It also keeps n·T ≤ B·T ≤ maxSpan: no overflow below.
+	// n = 0 takes the same rare branch: a peek, admitted at once.
 	if uint64(int64(n)-1) >= uint64(p.burst) {
+		if n == 0 {
+			return tat, 0, true
+		}
 		return tat, math.MaxInt64, false
 	}
 	// Unlimited has T = 0 and an unbounded span: next = max(tat, now), wait < 0.
@@ -78,7 +85,8 @@ func (p *Params) Reserve(tat, now int64, n int, maxWait int64) (next, wait int64
 }
 
 // Decide is Admit with the whole Decision. It returns the state to store
-// (tat itself when denied) and the decision. Peek is Decide without storing.
+// (tat itself when denied, and for n = 0, which is allowed and describes
+// the state as it is) and the decision. Peek is Decide without storing.
 // For Unlimited, Remaining is math.MaxInt and every duration is 0.
 func (p *Params) Decide(tat, now int64, n int) (next int64, d Decision) {
 	next, wait, ok := p.Reserve(tat, now, n, 0)
@@ -94,10 +102,10 @@ func (p *Params) Decide(tat, now int64, n int) (next int64, d Decision) {
 // request: Remaining, ResetAfter and TokenAfter. Allowed and RetryAfter are
 // zero.
 func (p *Params) State(tat, now int64) Decision {
-	if p.interval == 0 {
+	if p.IsUnlimited() {
 		return Decision{Remaining: math.MaxInt}
 	}
-	if p.burst == 0 {
+	if p.burst == 0 { // DenyAll or the zero Params: no token, ever
 		return Decision{TokenAfter: Never}
 	}
 	debt := max(tat-now, 0) // time until full; > span only if now went back
@@ -119,7 +127,7 @@ func (p *Params) State(tat, now int64) Decision {
 // and the later reservations' slots are already promised. Cancelling in
 // reverse order of reservation refunds all of them.
 func (p *Params) Refund(tat, now, next int64, n int) (int64, bool) {
-	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst {
+	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst { // interval 0: Unlimited or the zero Params
 		return tat, false
 	}
 	back := max(next-int64(n)*p.interval, now)

@@ -80,7 +80,7 @@ func TestDecideTimeline(t *testing.T) {
 		{at: t40 + 15*ms, n: 1, ok: true, remaining: 0, reset: D(25), nextToken: D(5)}, // 1.5 tokens back, 1 taken
 		// n > B and n < 1 can never pass: Never, and nothing is consumed.
 		{at: t100, n: 4, ok: false, remaining: 3, retry: gcra.Never},
-		{at: t100, n: 0, ok: false, remaining: 3, retry: gcra.Never},
+		{at: t100, n: 0, ok: true, remaining: 3}, // a peek: admitted, consumes nothing (was denied)
 		{at: t100, n: -1, ok: false, remaining: 3, retry: gcra.Never},
 		{at: t100, n: math.MinInt, ok: false, remaining: 3, retry: gcra.Never},
 		{at: t100, n: 2, ok: true, remaining: 1, reset: D(20)},
@@ -115,12 +115,12 @@ func TestDecideUnlimitedAndDenyAll(t *testing.T) {
 		assert.True(t, d.Allowed)
 		assert.Equal(t, int64(gcra.MaxNow)+int64(gcra.MaxSpan), next)
 	}
-	_, d := un.Decide(0, 5, 0)
-	assert.False(t, d.Allowed, "n < 1 is invalid even when unlimited")
+	_, d := un.Decide(0, 5, -1)
+	assert.False(t, d.Allowed, "n < 0 is invalid even when unlimited")
 	assert.Equal(t, gcra.Never, d.RetryAfter)
 
 	deny := mustParams(t, gcra.DenyAll, 1)
-	for _, n := range []int{1, 2, 0} {
+	for _, n := range []int{1, 2, -1} {
 		next, d := deny.Decide(7, 5, n)
 		assert.Equal(t, int64(7), next)
 		assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}, d)

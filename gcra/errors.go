@@ -22,8 +22,8 @@ var (
 // The boolean calls (Allow, AllowN) report the same cases as a denial whose
 // RetryAfter is Never.
 var (
-	// ErrInvalidN: a request for n < 1 tokens.
-	ErrInvalidN = errors.New("gcra: n must be at least 1")
+	// ErrInvalidN: a request for n < 0 tokens. (n = 0 is a peek, admitted.)
+	ErrInvalidN = errors.New("gcra: n must be at least 0")
 	// ErrExceedsBurst: n is larger than the burst (or the limit is DenyAll),
 	// so the request can never be admitted.
 	ErrExceedsBurst = errors.New("gcra: n exceeds burst, never admitted")

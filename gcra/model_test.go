@@ -43,7 +43,9 @@ func (m *refBucket) request(now int64, n int) refDecision {
 	}
 	var d refDecision
 	switch {
-	case n < 1 || int64(n) > m.burst:
+	case n == 0: // a peek: admitted, changes nothing
+		d.ok = true
+	case n < 0 || int64(n) > m.burst:
 		d.retry = gcra.Never
 	case x+int64(n)*m.interval <= capacity:
 		d.ok = true

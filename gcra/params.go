@@ -19,8 +19,8 @@ const (
 	// about 36 years. Reserve treats a larger maxWait as MaxWait, so that
 	// unbounded reservations cannot push TAT past 2^63 and wrap around.
 	MaxWait = time.Duration(maxWait)
-	// Never is the RetryAfter of a request that can never be admitted: n < 1,
-	// n > burst, or the limit is DenyAll. It equals x/time/rate's InfDuration.
+	// Never is the RetryAfter of a request that can never be admitted: n < 0,
+	// n > burst, or n ≥ 1 under DenyAll. It equals x/time/rate's InfDuration.
 	Never = time.Duration(math.MaxInt64)
 )
 
@@ -38,10 +38,14 @@ const (
 // nanoseconds, rounded up: the limiter never admits faster than configured,
 // and the relative error is at most 1/T (≤ 0.1% for rates up to 10^6/s,
 // ≤ 0.0001% up to 1000/s).
+//
+// The zero Params is an unconstructed limit and denies every request, as
+// DenyAll does: its burst is 0, so every n ≥ 1 fails the n ≤ B test. Only
+// the span marks Unlimited, so a zero interval alone never means "admit".
 type Params struct {
-	interval int64 // T in ns; 0 only for Unlimited
-	burst    int64 // B ≥ 1; 0 only for DenyAll; math.MaxInt for Unlimited
-	span     int64 // B·T ≤ maxSpan: how far TAT may run ahead of now; MaxInt64 for Unlimited
+	interval int64 // T in ns; 0 for Unlimited and the zero Params
+	burst    int64 // B ≥ 1; 0 for DenyAll and the zero Params; math.MaxInt for Unlimited
+	span     int64 // B·T ≤ maxSpan: how far TAT may run ahead of now; MaxInt64 only for Unlimited
 	limit    Limit
 }
 
@@ -77,18 +81,21 @@ func NewParams(limit Limit, burst int) (Params, error) {
 func (p *Params) Limit() Limit { return p.limit }
 
 // Interval returns the emission interval T: the time one token takes to
-// refill. It is 0 for Unlimited.
+// refill. It is 0 for Unlimited (and the zero Params).
 func (p *Params) Interval() time.Duration { return time.Duration(p.interval) }
 
-// Burst returns the capacity B: 0 for DenyAll, math.MaxInt for Unlimited.
+// Burst returns the capacity B: 0 for DenyAll and the zero Params,
+// math.MaxInt for Unlimited.
 func (p *Params) Burst() int { return int(p.burst) }
 
 // Span returns B·T, the time a drained bucket takes to become full
 // (math.MaxInt64 for Unlimited).
 func (p *Params) Span() time.Duration { return time.Duration(p.span) }
 
-// IsUnlimited reports whether p admits everything.
-func (p *Params) IsUnlimited() bool { return p.interval == 0 }
+// IsUnlimited reports whether p admits everything. Only Unlimited has the
+// span math.MaxInt64 (every finite span is at most MaxSpan); the zero Params,
+// whose interval is also 0, is not Unlimited but denies everything.
+func (p *Params) IsUnlimited() bool { return p.span == math.MaxInt64 }
 
 // Nanos converts d, a time since a limiter's epoch, to the nanoseconds the
 // decision functions take, clamped to [0, MaxNow]. Clamping only ever makes

@@ -29,7 +29,11 @@ func TestRetiredDeniesEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, now := range nows {
-			for _, n := range []int{1, 2, lb.burst, math.MaxInt} {
+			// n = 0 is a peek, admitted and storing nothing: checked below.
+			if next, ok := p.Admit(Retired, now, 0); !ok || next != Retired {
+				t.Errorf("%v burst %d: Admit(Retired, %d, 0) = %d, %v; want Retired, true", lb.limit, lb.burst, now, next, ok)
+			}
+			for _, n := range []int{1, 2, max(lb.burst, 1), math.MaxInt} {
 				if next, ok := p.Admit(Retired, now, n); ok || next != Retired {
 					t.Errorf("%v burst %d: Admit(Retired, %d, %d) = %d, %v; want Retired, false", lb.limit, lb.burst, now, n, next, ok)
 				}

@@ -119,8 +119,8 @@ func (p *CounterParams) fits(v view, n uint64) bool {
 // returns the state to store (state itself when denied: a denial writes
 // nothing) and whether it is admitted.
 func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
-	if uint64(int64(n)-1) >= p.limit {
-		return state, false
+	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
+		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
 	v := p.at(state, now)
 	if !p.fits(v, uint64(n)) {
@@ -134,8 +134,8 @@ func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok b
 //
 //	Remaining   N − cur − ⌈prev·(W − pos)/W⌉ after the call (≥ 0)
 //	RetryAfter  (denied) the exact wait after which the same request fits,
-//	            if nothing else is admitted meanwhile; gcra.Never for n < 1
-//	            or n > N
+//	            if nothing else is admitted meanwhile; gcra.Never for n < 0
+//	            or n > N (n = 0 is admitted: the state as it is)
 //	ResetAfter  until the estimate is 0 again: the end of the next window
 //	            if cur > 0, of this one if only prev > 0, else 0
 //	TokenAfter  RetryAfter of one event (0 while Remaining ≥ 1)
@@ -277,7 +277,7 @@ func (c *CounterCell) AdmitN(p *CounterParams, now int64, n int) (admitted uint6
 		if !ok {
 			return 0, false
 		}
-		if c.state.CompareAndSwap(old, next) {
+		if n == 0 || c.state.CompareAndSwap(old, next) { // n = 0: a peek stores nothing
 			return next, true
 		}
 	}
@@ -288,7 +288,7 @@ func (c *CounterCell) DecideN(p *CounterParams, now int64, n int) gcra.Decision 
 	for {
 		old := c.state.Load()
 		next, d := p.Decide(old, now, n)
-		if !d.Allowed || c.state.CompareAndSwap(old, next) {
+		if !d.Allowed || n == 0 || c.state.CompareAndSwap(old, next) { // denials and peeks store nothing
 			return d
 		}
 	}

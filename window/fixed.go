@@ -108,6 +108,7 @@ func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
 //
 //	(w, c) = current window and count   (see above)
 //	admit ⇔ 1 ≤ n ≤ N  and  c + n ≤ N;   next = (w, c + n)
+//	n = 0: a peek, admitted, next = state (the caller stores nothing)
 //
 // Every admission adds to the count of one window, whose index never
 // decreases, and keeps that count ≤ N: at most N events are counted in any
@@ -116,7 +117,7 @@ func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
 // caller preempted across a boundary reaches only after it.
 func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
 	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
-		return state, false
+		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
 	w, c := p.current(state, now)
 	if c+uint64(n) > p.limit {
@@ -127,7 +128,8 @@ func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok boo
 
 // Decide is Admit with the whole decision. Remaining is N minus the count of
 // the current window after the call; RetryAfter (denied) is the time until
-// that window ends, or gcra.Never for n < 1 or n > N; ResetAfter is the
+// that window ends, or gcra.Never for n < 0 or n > N (n = 0 is admitted and
+// describes the state as it is); ResetAfter is the
 // time until the window ends if anything is counted in it, else 0;
 // TokenAfter is 0 while Remaining ≥ 1, else the time until the window ends.
 func (p *FixedParams) Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision) {
@@ -226,7 +228,7 @@ func (c *FixedCell) AdmitN(p *FixedParams, now int64, n int) (admitted uint64, o
 		if !ok {
 			return 0, false // a denial stores nothing
 		}
-		if c.state.CompareAndSwap(old, next) {
+		if n == 0 || c.state.CompareAndSwap(old, next) { // n = 0: a peek stores nothing
 			return next, true
 		}
 		// Lost a race: decide again on the winner's state. The index only
@@ -239,7 +241,7 @@ func (c *FixedCell) DecideN(p *FixedParams, now int64, n int) gcra.Decision {
 	for {
 		old := c.state.Load()
 		next, d := p.Decide(old, now, n)
-		if !d.Allowed || c.state.CompareAndSwap(old, next) {
+		if !d.Allowed || n == 0 || c.state.CompareAndSwap(old, next) { // denials and peeks store nothing
 			return d
 		}
 	}

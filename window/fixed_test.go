@@ -52,7 +52,7 @@ func TestFixedTimeline(t *testing.T) {
 		{at: 900 * ms, n: 1, ok: false, remaining: 0, retry: 1100 * ms}, // stale now: decided in window 1
 		{at: 0, n: 1, ok: false, remaining: 0, retry: 2 * time.Second},  // far back: the same
 		{at: 2500 * ms, n: 4, ok: false, remaining: 3, retry: gcra.Never},
-		{at: 2500 * ms, n: 0, ok: false, remaining: 3, retry: gcra.Never},
+		{at: 2500 * ms, n: 0, ok: true, remaining: 3}, // a peek: admitted, counts nothing (was denied)
 		{at: 2500 * ms, n: -1, ok: false, remaining: 3, retry: gcra.Never},
 		{at: time.Hour, n: 2, ok: true, remaining: 1}, // idle: N again, never more (interval refill)
 		{at: time.Hour, n: 2, ok: false, remaining: 1, retry: time.Second},
@@ -192,4 +192,53 @@ func TestFixedLayoutAtLimits(t *testing.T) {
 	assert.False(t, cell.AllowN(p, last, 1))
 	assert.Equal(t, 0, cell.PeekN(p, last, 1).Remaining)
 	assert.Equal(t, 1<<22-2, cell.PeekN(p, last+int64(time.Millisecond), 1).Remaining, "the next window (past MaxNow) is empty")
+}
+
+// n = 0 is a peek, admitted and counting nothing, on every window algorithm
+// and path (single-key and keyed; a keyed n = 0 creates no key), on a t0…t3
+// timeline: Decide(0) describes the state as it is, equal to the state a
+// Decide(1)'s denial or Tokens would report, and n < 0 stays denied with
+// RetryAfter Never. Before the fix n = 0 was denied with RetryAfter Never.
+func TestZeroNIsAnAdmittedPeek(t *testing.T) {
+	type single interface {
+		AllowN(time.Time, int) bool
+		DecideAt(time.Time, int) gcra.Decision
+		PeekAt(time.Time, int) gcra.Decision
+	}
+	type keyedLim interface {
+		AllowN(string, time.Time, int) bool
+		DecideAt(string, time.Time, int) gcra.Decision
+		Len() int
+	}
+	f, _ := window.NewFixed(2, time.Second, window.WithClock(newFakeClock()))
+	c, _ := window.NewCounter(2, time.Second, window.WithClock(newFakeClock()))
+	l, _ := window.NewLog(2, time.Second, window.WithClock(newFakeClock()))
+	kf, _ := window.NewKeyedFixed[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+	kc, _ := window.NewKeyedCounter[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+	kl, _ := window.NewKeyedLog[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		s    single
+		k    keyedLim
+	}{{"fixed", f, kf}, {"counter", c, kc}, {"log", l, kl}} {
+		for i, at := range []time.Duration{0, 0, 300 * ms, 100 * ms} { // t0…t3, t3 jumps back
+			now := t0.Add(at)
+			tc.s.AllowN(now, 1)
+			before := tc.s.PeekAt(now, 1)
+			assert.True(t, tc.s.AllowN(now, 0), "%s step %d: AllowN(0)", tc.name, i)
+			d := tc.s.DecideAt(now, 0)
+			assert.True(t, d.Allowed, "%s step %d: DecideAt(0)", tc.name, i)
+			assert.Zero(t, d.RetryAfter, "%s step %d: RetryAfter", tc.name, i)
+			assert.Equal(t, d, tc.s.PeekAt(now, 0), "%s step %d: PeekAt(0)", tc.name, i)
+			assert.Equal(t, before, tc.s.PeekAt(now, 1), "%s step %d: nothing counted", tc.name, i)
+			neg := tc.s.DecideAt(now, -1)
+			assert.False(t, neg.Allowed, "%s step %d: n < 0", tc.name, i)
+			assert.Equal(t, gcra.Never, neg.RetryAfter, "%s step %d: n < 0", tc.name, i)
+
+			assert.True(t, tc.k.AllowN("new", now, 0), "%s step %d: keyed AllowN(0)", tc.name, i)
+			assert.True(t, tc.k.DecideAt("new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", tc.name, i)
+			assert.Zero(t, tc.k.Len(), "%s step %d: n = 0 creates no key", tc.name, i)
+		}
+	}
 }

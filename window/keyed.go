@@ -109,7 +109,8 @@ func (k *Keyed[K]) start(cfg *config) *Keyed[K] {
 func (k *Keyed[K]) Allow(key K) bool { return k.allow(key, k.src.Now(), 1) }
 
 // AllowN reports whether key may have n events at now, and counts them if
-// so. n < 1 and n > N are denied.
+// so. n = 0 is admitted and counts nothing (creating no key); n < 0 and
+// n > N are denied.
 func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool { return k.allow(key, k.src.At(now), n) }
 
 func (k *Keyed[K]) allow(key K, now int64, n int) bool {
@@ -118,6 +119,9 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 		if ok := k.allowOn(c, now, n); ok || c.state.Load() != Retired {
 			return ok
 		}
+	}
+	if n == 0 {
+		return true // a peek needs no cell: create no key for it
 	}
 	for {
 		c := k.cell(key, now)
@@ -153,6 +157,9 @@ func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
 }
 
 func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
+	if n == 0 {
+		return k.peek(key, now, 0) // admitted, counts nothing, creates no key
+	}
 	for {
 		c := k.cell(key, now)
 		if c == nil {

@@ -47,7 +47,7 @@ func newKeyedAlgo(algo string) keyedAllower {
 	case "gcra":
 		k, err = atomicbucket.NewKeyed[string](gcra.Every(time.Nanosecond), 1<<30, atomicbucket.WithSweepInterval(noSweep))
 	case "fixed":
-		k, err = window.NewKeyedFixed[string](1<<31, time.Hour, window.WithSweepInterval(noSweep))
+		k, err = window.NewKeyedFixed[string](1<<30, time.Hour, window.WithSweepInterval(noSweep))
 	case "counter":
 		k, err = window.NewKeyedCounter[string](1<<21, time.Hour, window.WithSweepInterval(noSweep))
 	case "log":
@@ -55,7 +55,7 @@ func newKeyedAlgo(algo string) keyedAllower {
 	case "bands":
 		k, err = bands.NewKeyed[string]([]bands.Band{
 			bands.GCRA(gcra.Every(time.Nanosecond), 1<<30),
-			bands.Fixed(1<<31, time.Hour, window.AlignStart),
+			bands.Fixed(1<<30, time.Hour, window.AlignStart),
 			bands.Counter(1<<21, time.Hour),
 		}, bands.WithSweepInterval(noSweep))
 	}

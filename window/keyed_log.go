@@ -62,15 +62,16 @@ func NewKeyedLog[K comparable](n int, period time.Duration, opts ...Option) (*Ke
 // Allow is shorthand for AllowN(key, clock.Now(), 1).
 func (k *KeyedLog[K]) Allow(key K) bool { return k.allow(key, k.src.Now(), 1) }
 
-// AllowN reports whether key may have n events at now; only n == 1 can be
-// admitted.
+// AllowN reports whether key may have n events at now; n == 1 is decided,
+// n == 0 is admitted and records nothing (creating no key), any other n is
+// denied.
 func (k *KeyedLog[K]) AllowN(key K, now time.Time, n int) bool {
 	return k.allow(key, k.src.At(now), n)
 }
 
 func (k *KeyedLog[K]) allow(key K, now int64, n int) bool {
 	if n != 1 {
-		return false
+		return n == 0 // a peek, or invalid: no ring needed, no key created
 	}
 	if r, ok := k.m.Load(key); ok {
 		// A retired ring denies everything: only a denial needs the check.
@@ -105,6 +106,9 @@ func (k *KeyedLog[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
 }
 
 func (k *KeyedLog[K]) decide(key K, now int64, n int) gcra.Decision {
+	if n != 1 {
+		return k.peek(key, now, n) // records nothing: create no key for it
+	}
 	for {
 		r := k.ring(key, now)
 		if r == nil {
@@ -156,10 +160,19 @@ func (k *KeyedLog[K]) peek(key K, now int64, n int) gcra.Decision {
 	} else {
 		d = gcra.Decision{Allowed: n == 1, Remaining: k.p.limit}
 		if n == 1 {
+			// As after the hypothetical admission: one slot taken, the
+			// latest (and, for N = 1, the oldest) admission leaving at now + W.
+			d.Remaining--
 			d.ResetAfter = k.p.Period()
+			if d.Remaining == 0 {
+				d.TokenAfter = k.p.Period()
+			}
 		}
 	}
-	if n != 1 {
+	switch {
+	case n == 0: // a peek, admitted: the state as it is
+		d.Allowed, d.RetryAfter = true, 0
+	case n != 1:
 		d.Allowed, d.RetryAfter = false, gcra.Never
 	}
 	return d

@@ -175,10 +175,13 @@ func NewLog(n int, period time.Duration, opts ...Option) (*Log, error) {
 // Allow is shorthand for AllowN(clock.Now(), 1).
 func (l *Log) Allow() bool { return l.log.Allow(&l.p, l.src.Now()) }
 
-// AllowN reports whether n events may happen at now; only n == 1 can be
-// admitted.
+// AllowN reports whether n events may happen at now; n == 1 is decided,
+// n == 0 is admitted and records nothing, any other n is denied.
 func (l *Log) AllowN(now time.Time, n int) bool {
-	return n == 1 && l.log.Allow(&l.p, l.src.At(now))
+	if n != 1 {
+		return n == 0
+	}
+	return l.log.Allow(&l.p, l.src.At(now))
 }
 
 // Decide is Allow for n events with the whole decision. Decide is shorthand

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -125,6 +126,9 @@ const retiredSlot = ^uint64(0)
 // The admission is therefore number k, decided against u[k−N] and u[k−1] as
 // the proof in LogParams requires. One parity bit is enough to tell u[k−N]
 // from u[k] in step 1, because head pins the slot to one of those two.
+//
+// The zero LogRing has no slots: it denies every request (RetryAfter
+// gcra.Never, as DenyAll) and never writes; use NewLogRing for a usable one.
 type LogRing struct {
 	// head shares its line with the slots' header, which every call reads
 	// anyway; the single-key Log pads the ring, a keyed ring is not padded
@@ -165,6 +169,9 @@ func (l *LogRing) Allow(p *LogParams, now int64) bool {
 // and the oldest expiry it compared against.
 func (l *LogRing) admit(p *LogParams, now int64, peek bool) (ok bool, u, oldest int64) {
 	n := uint64(len(l.slots))
+	if n == 0 {
+		return false, 0, math.MaxInt64 // the zero ring: deny, write nothing
+	}
 	for {
 		k := l.head.Load()
 		i, j := k%n, (k+n-1)%n
@@ -206,6 +213,9 @@ func (l *LogRing) Admits(p *LogParams, now int64) bool {
 // TokenAfter (until the oldest one does, when Remaining is 0).
 func (l *LogRing) State(p *LogParams, now int64) gcra.Decision {
 	n := uint64(len(l.slots))
+	if n == 0 {
+		return zeroRingState
+	}
 	k := l.head.Load()
 	latest := int64(l.slots[(k+n-1)%n].Load() &^ lapBit)
 	d := gcra.Decision{Remaining: l.expired(now), ResetAfter: time.Duration(max(latest-now, 0))}
@@ -227,30 +237,58 @@ func (l *LogRing) Peek(p *LogParams, now int64) gcra.Decision {
 	return l.decide(p, now, true)
 }
 
-// decideN is decide for a request of n events: only n == 1 can be admitted,
-// and any other n is denied with RetryAfter gcra.Never and the state as it
-// is (nothing is recorded).
+// decideN is decide for a request of n events: n == 1 is decided; n == 0 is
+// a peek, admitted with the state as it is; any other n is denied with
+// RetryAfter gcra.Never and the state as it is. Only n == 1 records.
 func (l *LogRing) decideN(p *LogParams, now int64, n int, peek bool) gcra.Decision {
 	if n != 1 {
 		d := l.State(p, now)
-		d.RetryAfter = gcra.Never
+		if d.Allowed = n == 0; !d.Allowed {
+			d.RetryAfter = gcra.Never
+		}
 		return d
 	}
 	return l.decide(p, now, peek)
 }
 
 func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
+	if len(l.slots) == 0 {
+		d := zeroRingState
+		d.RetryAfter = gcra.Never
+		return d
+	}
 	ok, u, oldest := l.admit(p, now, peek)
 	d := gcra.Decision{Allowed: ok, ResetAfter: time.Duration(max(u-now, 0))}
 	if !ok {
 		d.RetryAfter = time.Duration(oldest - now)
 	}
+	n := uint64(len(l.slots))
+	k := l.head.Load()
 	d.Remaining = l.expired(now)
+	next := int64(l.slots[k%n].Load() &^ lapBit) // the oldest admission: the next to leave
+	if ok && peek {
+		// A peek describes the ring after its hypothetical admission, as the
+		// Decide that follows leaves it (and as every other algorithm
+		// reports): admission k would take slot k mod N, one expired slot
+		// fewer, and the oldest admission would then be k−N+1, in slot
+		// (k+1) mod N, or k itself, expiring at u, when N = 1. ResetAfter
+		// already uses u.
+		d.Remaining = max(d.Remaining-1, 0)
+		if n == 1 {
+			next = u
+		} else {
+			next = int64(l.slots[(k+1)%n].Load() &^ lapBit)
+		}
+	}
 	if d.Remaining == 0 {
-		d.TokenAfter = time.Duration(max(int64(l.slots[l.head.Load()%uint64(len(l.slots))].Load()&^lapBit)-now, 0))
+		d.TokenAfter = time.Duration(max(next-now, 0))
 	}
 	return d
 }
+
+// zeroRingState describes the zero LogRing, which has no slots: no token,
+// now or ever (as DenyAll).
+var zeroRingState = gcra.Decision{TokenAfter: gcra.Never}
 
 // expired counts the slots whose admission has left the window at now, by
 // binary search over the ring in admission order (expiries never decrease
@@ -278,6 +316,9 @@ func (l *LogRing) expired(now int64) int {
 // past an admission that is written but not yet counted.
 func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
 	n := uint64(len(l.slots))
+	if n == 0 {
+		return 0, retiredSlot, 0, false // the zero ring holds nothing to retire
+	}
 	for {
 		k = l.head.Load()
 		lat := l.slots[(k+n-1)%n].Load()
@@ -324,6 +365,9 @@ func (l *LogRing) retireFrom(k, cur uint64) bool {
 
 // isRetired reports whether the ring has been retired.
 func (l *LogRing) isRetired() bool {
+	if len(l.slots) == 0 {
+		return false
+	}
 	return l.slots[l.head.Load()%uint64(len(l.slots))].Load() == retiredSlot
 }
 

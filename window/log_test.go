@@ -42,7 +42,7 @@ func TestLogTimeline(t *testing.T) {
 	assert.False(t, d.Allowed)
 	assert.Equal(t, gcra.Never, d.RetryAfter, "one event per call")
 	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 2))
-	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 0))
+	assert.False(t, lim.AllowN(t0.Add(9*time.Second), -1))
 }
 
 // checkLogSequence runs nows through a ring and the reference, and checks
@@ -110,4 +110,51 @@ func TestLogErrors(t *testing.T) {
 	_, err = window.NewLog(window.MaxLogLimit+1, time.Second)
 	assert.ErrorIs(t, err, window.ErrOverflow)
 	assert.Contains(t, err.Error(), "window: ")
+}
+
+// The zero LogRing has no slots: every call denies (RetryAfter gcra.Never)
+// without panicking or writing, on a t0…t3 timeline. Before the fix, Allow
+// divided by zero.
+func TestLogZeroRingDeniesEverything(t *testing.T) {
+	p := mustLog(t, 3, time.Second)
+	var ring window.LogRing
+	for i, now := range []int64{0, int64(time.Millisecond), int64(time.Hour), 0} { // t0…t3, t3 jumps back
+		assert.False(t, ring.Allow(p, now), "step %d: Allow", i)
+		assert.False(t, ring.Admits(p, now), "step %d: Admits", i)
+		want := gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
+		assert.Equal(t, want, ring.Decide(p, now), "step %d: Decide", i)
+		assert.Equal(t, want, ring.Peek(p, now), "step %d: Peek", i)
+		assert.Equal(t, gcra.Decision{TokenAfter: gcra.Never}, ring.State(p, now), "step %d: State", i)
+		_, _, idle := ring.Idle(now)
+		assert.False(t, idle, "step %d: the zero ring is never idle (nothing to retire)", i)
+		assert.False(t, ring.IsRetired(), "step %d: IsRetired", i)
+	}
+	assert.Zero(t, ring.Len())
+}
+
+// logPeekTimeline is t0…t9 for a log of N per second: each step is peeked,
+// then decided, at the same instant.
+var logPeekTimeline = []time.Duration{0, 0, 400 * time.Millisecond, 999 * time.Millisecond, time.Second,
+	1300 * time.Millisecond, 1400 * time.Millisecond, 500 * time.Millisecond, 1800 * time.Millisecond, 5 * time.Second}
+
+// The log's Peek describes the state after its hypothetical admission, so
+// it equals the Decide that follows at the same instant (Remaining,
+// ResetAfter and TokenAfter included), for the single-key Log and the
+// KeyedLog, N = 3 and N = 1. Before the fix an admitted peek reported
+// Remaining one higher (and TokenAfter 0 where Decide then reported a wait).
+func TestLogPeekMatchesDecide(t *testing.T) {
+	for _, limit := range []int{3, 1} {
+		lim, err := window.NewLog(limit, time.Second, window.WithClock(newFakeClock()))
+		require.NoError(t, err)
+		k, err := window.NewKeyedLog[string](limit, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+		require.NoError(t, err)
+		for i, at := range logPeekTimeline {
+			now := t0.Add(at)
+			peek := lim.PeekAt(now, 1)
+			assert.Equal(t, peek, lim.DecideAt(now, 1), "N=%d step %d (at %v): Log peek, then decide", limit, i, at)
+			kpeek := k.PeekAt("a", now, 1)
+			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "N=%d step %d (at %v): KeyedLog peek, then decide", limit, i, at)
+			assert.Equal(t, peek, kpeek, "N=%d step %d: keyed and single-key agree", limit, i)
+		}
+	}
 }

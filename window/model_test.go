@@ -45,7 +45,9 @@ func (m *refFixed) request(now int64, n int) refDecision {
 	end := time.Duration(m.start + (w+1)*m.period - now)
 	var d refDecision
 	switch {
-	case n < 1 || n > m.limit:
+	case n == 0: // a peek: admitted, changes nothing
+		d.ok = true
+	case n < 0 || n > m.limit:
 		d.retry = gcra.Never
 	case m.counts[w]+n <= m.limit:
 		d.ok = true
@@ -92,7 +94,9 @@ func (m *refCounter) request(now int64, n int) refDecision {
 	var d refDecision
 	after := new(big.Rat).Add(est, big.NewRat(int64(n), 1))
 	switch {
-	case n < 1 || n > m.limit:
+	case n == 0: // a peek: admitted, changes nothing
+		d.ok = true
+	case n < 0 || n > m.limit:
 		d.retry = gcra.Never
 	case after.Cmp(big.NewRat(int64(m.limit), 1)) <= 0:
 		d.ok = true

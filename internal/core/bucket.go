@@ -32,7 +32,7 @@ type Bucket struct {
 // gcra.Nanos) under p, and consumes them if so.
 func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
 	if p.IsUnlimited() {
-		return n >= 1 // Unlimited writes nothing
+		return n >= 0 // Unlimited writes nothing
 	}
 	if ok, settled := b.tryAllowN(p, now, n); settled {
 		return ok
@@ -51,6 +51,11 @@ func (b *Bucket) tryAllowN(p *gcra.Params, now int64, n int) (ok, settled bool) 
 	if !ok {
 		return false, true // a denial stores nothing: the cache line stays shared
 	}
+	if n == 0 {
+		// A peek: next == old, and a CompareAndSwap of the same value is
+		// still a write. (Folds away where n is a constant, as in Allow.)
+		return true, true
+	}
 	return true, b.tat.CompareAndSwap(old, uint64(next))
 }
 
@@ -65,7 +70,7 @@ func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
 		if !ok {
 			return false
 		}
-		if b.tat.CompareAndSwap(old, uint64(next)) {
+		if n == 0 || b.tat.CompareAndSwap(old, uint64(next)) { // n = 0: nothing to store
 			return true
 		}
 	}
@@ -76,7 +81,8 @@ func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
 	for {
 		old := b.tat.Load()
 		next, d := p.Decide(int64(old), now, n)
-		if !d.Allowed || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
+		// Denials, peeks (n = 0) and Unlimited store nothing.
+		if !d.Allowed || n == 0 || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
 			return d
 		}
 		// Lost the race: decide again against the winner's state.
@@ -103,7 +109,7 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next
 	for {
 		old := b.tat.Load()
 		next, wait, ok = p.Reserve(int64(old), now, n, maxWait)
-		if !ok || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
+		if !ok || n == 0 || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
 			return next, wait, ok
 		}
 	}

@@ -3,6 +3,7 @@ package core_test
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -60,5 +61,33 @@ func TestBucketFollowsDecide(t *testing.T) {
 			tat = next
 			require.Equal(t, tat, b.TAT(), "step %d: state", i)
 		}
+	}
+}
+
+// The zero gcra.Params is an unconstructed limit: it denies every request
+// on every path, as DenyAll does, and stores nothing. Before the fix its
+// interval 0 looked Unlimited to AllowN and ReserveN, which admitted
+// everything, while DecideN denied.
+func TestZeroParamsDenyOnEveryPath(t *testing.T) {
+	var p gcra.Params
+	require.False(t, p.IsUnlimited())
+	var b core.Bucket
+	ms := int64(time.Millisecond)
+	for i, s := range []struct {
+		now int64
+		n   int
+	}{
+		{0, 1}, {0, 2}, {ms, 1}, {1000 * ms, 1}, {int64(time.Hour), 5}, {ms, 1}, // t0…t5, t5 jumps back
+	} {
+		assert.False(t, b.AllowN(&p, s.now, s.n), "step %d: AllowN", i)
+		d := b.DecideN(&p, s.now, s.n)
+		assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}, d, "step %d: DecideN", i)
+		assert.Equal(t, d, b.PeekN(&p, s.now, s.n), "step %d: PeekN", i)
+		_, wait, ok := b.ReserveN(&p, s.now, s.n, int64(gcra.MaxWait))
+		assert.False(t, ok, "step %d: ReserveN", i)
+		assert.Equal(t, int64(gcra.Never), wait, "step %d: ReserveN's wait", i)
+		_, ok = p.Admit(0, s.now, s.n)
+		assert.False(t, ok, "step %d: Admit", i)
+		assert.Zero(t, b.TAT(), "step %d: nothing stored", i)
 	}
 }

@@ -302,10 +302,10 @@ func (k *Keyed[K]) cellFor(key K, now int64, n int) (*cell, gcra.Decision) {
 	// or a key slot counted. Under the lock, newCell prefers an override set
 	// since (SetKeyRule stores the override before it updates a cell).
 	byFunc := k.tierByFunc(key)
-	if n < 0 || n > k.tierFor(key).cur.Load().maxN {
-		// Denied whatever the state (n = 0 above a DenyAll key's 0 is the
-		// admitted peek): the decision a new state would give, stored
-		// nowhere.
+	if n <= 0 || n > k.tierFor(key).cur.Load().maxN {
+		// n = 0 is an admitted peek, and n < 0 or n above the rule's most is
+		// denied whatever the state: the decision a new state would give,
+		// stored nowhere, and no key created for it.
 		return nil, k.peek(key, now, n)
 	}
 	c, ok := k.st.Cell(key, now, func() *cell { return k.newCell(key, byFunc) })

@@ -27,17 +27,17 @@ func (k *Keyed[K]) reservePtr(key K, now int64, n int) (*Reservation, error) {
 }
 
 func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation, error) {
+	if !k.fast {
+		return Reservation{}, errPacing(k.def.cur.Load())
+	}
 	for {
-		if !k.fast {
-			return Reservation{}, errPacing(k.def.cur.Load())
-		}
 		c, d := k.cellFor(key, now, n)
 		if c == nil {
 			t := k.tierFor(key).cur.Load()
 			if d.Allowed || n < 0 || n > t.maxN {
 				// Unlimited needs no state, n = 0 takes nothing, and a
-				// request no state admits fails as reserveOn says: reserve
-				// on a bucket of their own.
+				// request no state admits fails as reserveOn says: they
+				// reserve on a bucket of their own, and create no key.
 				return reserveOn(new(Bucket), &t.g, &k.src, now, n, maxWait)
 			}
 			return Reservation{}, fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestLimiterTimeline(t *testing.T) {
 	assert.True(t, lim.AllowN(at(10), 1))
 	assert.False(t, lim.AllowN(at(5), 1), "a stale time is stricter")
 	assert.False(t, lim.AllowN(at(100), 4), "n > burst")
-	assert.False(t, lim.AllowN(at(100), 0), "n < 1")
+	assert.False(t, lim.AllowN(at(100), -1), "n < 0")
 	assert.Equal(t, 3, lim.PeekAt(at(100), 0).Remaining)
 
 	// The clock-reading forms read the fake clock.
@@ -149,9 +150,68 @@ func TestUnlimitedWritesNothing(t *testing.T) {
 		assert.True(t, ok)
 		assert.Equal(t, int64(0), b.TAT(), "Unlimited stored a state")
 	}
-	assert.False(t, b.AllowN(&p, 1, 0), "n < 1 is denied even when unlimited")
+	assert.False(t, b.AllowN(&p, 1, -1), "n < 0 is denied even when unlimited")
 	lim := newLimiter(t, gcra.Unlimited, 1)
 	assert.True(t, lim.Allow())
 	assert.True(t, lim.AllowN(time.Now(), 1000))
-	assert.True(t, lim.AllowN(time.Now(), 0), "n = 0 is an admitted peek")
+	assert.False(t, lim.AllowN(time.Now(), -1))
+}
+
+// n = 0 is a peek, admitted and consuming nothing, as in x/time/rate,
+// throttled, redis-cell and redis_rate, on a t0…t3 timeline, for a finite
+// limit, DenyAll and Unlimited, on every path: Bucket, Limiter, Keyed (no key
+// created), Reserve and Wait. Before the fix it was denied with RetryAfter
+// Never. n < 0 stays invalid.
+func TestZeroNIsAnAdmittedPeek(t *testing.T) {
+	ms := time.Millisecond
+	for _, lc := range []struct {
+		name  string
+		limit gcra.Limit
+		burst int
+	}{{"finite", gcra.PerSecond(10), 2}, {"deny-all", gcra.DenyAll, 0}, {"unlimited", gcra.Unlimited, 0}} {
+		clk := newFakeClock()
+		lim := newLimiter(t, lc.limit, lc.burst, core.WithClock(clk))
+		k := newKeyed[string](t, lc.limit, lc.burst, core.WithClock(clk), core.WithSweepInterval(0))
+		params, err := gcra.NewParams(lc.limit, lc.burst)
+		p := &params
+		require.NoError(t, err)
+		var b core.Bucket
+		for i, at := range []time.Duration{0, 0, 50 * ms, 10 * ms} { // t0…t3, t3 jumps back
+			clk.Set(at)
+			now := clk.Now()
+			lim.AllowN(now, 1) // drain a token where there is one, so the state is not the zero one
+			before, tat := lim.PeekAt(now, 1), b.TAT()
+			assert.True(t, lim.AllowN(now, 0), "%s step %d: AllowN(0)", lc.name, i)
+			d := lim.DecideAt(now, 0)
+			assert.True(t, d.Allowed, "%s step %d: DecideAt(0)", lc.name, i)
+			assert.Zero(t, d.RetryAfter, "%s step %d: RetryAfter", lc.name, i)
+			assert.Equal(t, lim.PeekAt(now, 0).Remaining, d.Remaining, "%s step %d: the state as it is", lc.name, i)
+			r, err := lim.ReserveN(now, 0)
+			require.NoError(t, err, "%s step %d: ReserveN(0)", lc.name, i)
+			assert.Zero(t, r.DelayFrom(now))
+			r.CancelAt(now)
+			require.NoError(t, lim.WaitNWithTimer(context.Background(), 0, nil), "%s step %d: WaitN(0)", lc.name, i)
+			assert.Equal(t, before, lim.PeekAt(now, 1), "%s step %d: nothing consumed", lc.name, i)
+
+			assert.True(t, b.AllowN(p, int64(at), 0))
+			assert.True(t, b.DecideN(p, int64(at), 0).Allowed)
+			_, wait, ok := b.ReserveN(p, int64(at), 0, 0)
+			assert.True(t, ok)
+			assert.Zero(t, wait)
+			assert.Equal(t, tat, b.TAT(), "%s step %d: the bucket stored nothing", lc.name, i)
+
+			assert.True(t, k.AllowN("new", now, 0), "%s step %d: keyed AllowN(0)", lc.name, i)
+			assert.True(t, k.DecideAt("new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", lc.name, i)
+			_, err = k.ReserveN("new", now, 0)
+			require.NoError(t, err)
+			require.NoError(t, k.WaitNWithTimer(context.Background(), "new", 0, nil))
+			assert.Zero(t, k.Len(), "%s step %d: n = 0 creates no key", lc.name, i)
+
+			assert.False(t, lim.AllowN(now, -1), "%s step %d: n < 0", lc.name, i)
+			assert.Equal(t, gcra.Never, lim.DecideAt(now, -1).RetryAfter)
+			_, err = lim.ReserveN(now, -1)
+			assert.ErrorIs(t, err, gcra.ErrInvalidN)
+			assert.Contains(t, err.Error(), "at least 0")
+		}
+	}
 }

@@ -34,7 +34,7 @@ func (l *Limiter) Reserve() (*Reservation, error) {
 // ReserveN reserves n tokens at now, however long (up to gcra.MaxWait)
 // they take to become available, and returns a Reservation whose Delay says
 // how long to wait. It fails, consuming nothing, with an error wrapping
-// gcra.ErrInvalidN for n < 1 and gcra.ErrExceedsBurst for n > burst (or
+// gcra.ErrInvalidN for n < 0 and gcra.ErrExceedsBurst for n > burst (or
 // DenyAll), which no wait can satisfy, and ErrDeadline if the tokens would be
 // due more than gcra.MaxWait (about 36 years) ahead.
 func (l *Limiter) ReserveN(now time.Time, n int) (*Reservation, error) {
@@ -69,8 +69,12 @@ func errPacing(r *rule) error {
 // ErrDeadline; one that can never pass fails with gcra.ErrInvalidN or
 // gcra.ErrExceedsBurst.
 func reserveOn(b *Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, error) {
-	if n < 1 {
+	if n < 0 {
 		return Reservation{}, fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
+	}
+	if n == 0 {
+		// A peek: due now, nothing reserved, nothing to cancel (no cell).
+		return Reservation{src: src, params: p, actAt: now, finished: true}, nil
 	}
 	if n > p.Burst() {
 		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())

@@ -69,7 +69,7 @@ func TestReserveErrors(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
 		want error
-	}{{0, gcra.ErrInvalidN}, {-3, gcra.ErrInvalidN}, {3, gcra.ErrExceedsBurst}} {
+	}{{-1, gcra.ErrInvalidN}, {-3, gcra.ErrInvalidN}, {3, gcra.ErrExceedsBurst}} {
 		_, err := lim.ReserveN(time.Now(), tc.n)
 		assert.ErrorIs(t, err, tc.want, "n=%d", tc.n)
 	}
@@ -161,7 +161,7 @@ func TestWaitFailsAtOnce(t *testing.T) {
 	assert.Equal(t, before, lim.Peek(1))
 
 	// Bad n, and a context already done.
-	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 0, noTimer), gcra.ErrInvalidN)
+	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), -1, noTimer), gcra.ErrInvalidN)
 	assert.ErrorIs(t, lim.WaitNWithTimer(context.Background(), 3, noTimer), gcra.ErrExceedsBurst)
 	done, cancelNow := context.WithCancel(context.Background())
 	cancelNow()
@@ -198,4 +198,51 @@ func TestWaitRealClock(t *testing.T) {
 		runtime.Gosched()
 	}
 	assert.LessOrEqual(t, runtime.NumGoroutine(), goroutines, "Wait leaks no goroutine")
+}
+
+// A context whose deadline has passed on the limiter's clock (or is now)
+// fails at once with DeadlineExceeded and consumes nothing, whether the
+// bucket has spare tokens, exactly one, or none: before the fix, spare
+// tokens were taken and nil returned, while exactly one failed with
+// ErrDeadline. The same for the keyed WaitN.
+func TestWaitPastDeadlineConsumesNothing(t *testing.T) {
+	ms := time.Millisecond
+	noTimer := func(time.Duration) (<-chan time.Time, func() bool) {
+		t.Fatal("no timer may be created")
+		return nil, nil
+	}
+	for _, tc := range []struct {
+		name     string
+		used     int           // tokens taken at t0, of a burst of 3
+		deadline time.Duration // relative to t1 = t0 + 10ms, on the fake clock
+	}{
+		{"spare tokens, deadline passed", 0, -ms},
+		{"two tokens, deadline passed", 1, -ms},
+		{"one token, deadline passed", 2, -ms},
+		{"no token, deadline passed", 3, -ms},
+		{"spare tokens, deadline now", 0, 0},
+		{"one token, deadline now", 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// An hour ahead of the real clock: the context itself is not yet
+			// done, only the limiter's clock has passed its deadline.
+			clk := &fakeClock{base: time.Now().Add(time.Hour).Round(0)}
+			lim := newLimiter(t, gcra.PerSecond(10), 3, core.WithClock(clk))
+			k := newKeyed[string](t, gcra.PerSecond(10), 3, core.WithClock(clk), core.WithSweepInterval(0))
+			if tc.used > 0 { // t0
+				require.True(t, lim.AllowN(clk.Now(), tc.used))
+				require.True(t, k.AllowN("a", clk.Now(), tc.used))
+			}
+			clk.Advance(10 * ms) // t1
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(tc.deadline))
+			defer cancel()
+			require.NoError(t, ctx.Err(), "the context has not noticed its deadline")
+
+			before, keyedBefore := lim.PeekAt(clk.Now(), 1), k.PeekAt("a", clk.Now(), 1)
+			assert.ErrorIs(t, lim.WaitNWithTimer(ctx, 1, noTimer), context.DeadlineExceeded)
+			assert.Equal(t, before, lim.PeekAt(clk.Now(), 1), "nothing consumed")
+			assert.ErrorIs(t, k.WaitNWithTimer(ctx, "a", 1, noTimer), context.DeadlineExceeded)
+			assert.Equal(t, keyedBefore, k.PeekAt("a", clk.Now(), 1), "nothing consumed (keyed)")
+		})
+	}
 }

@@ -19,7 +19,9 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 // WaitN blocks until n tokens are available and takes them, leaky-bucket
 // style: concurrent waiters are served in the order they reserved.
 //
-// It fails at once, consuming nothing, if ctx is already done, if n < 1
+// It fails at once, consuming nothing, if ctx is already done or its
+// deadline is not after now (with ctx.Err(), or context.DeadlineExceeded if
+// ctx has not noticed its deadline yet), whatever tokens are spare; if n < 0
 // (gcra.ErrInvalidN) or n > burst (gcra.ErrExceedsBurst), or if the tokens
 // would be due after ctx's deadline (ErrDeadline). If ctx is done while it
 // waits, it cancels its reservation and returns ctx.Err(); the tokens come
@@ -55,6 +57,12 @@ func waitFor(ctx context.Context, src *timebase.Source, now int64, timer newTime
 	if deadline, ok := ctx.Deadline(); ok {
 		// Both sides carry monotonic readings with the default clock.
 		maxWait = int64(deadline.Sub(src.Time(now)))
+		if maxWait <= 0 {
+			// The deadline has passed (or is now) on the limiter's clock,
+			// whether or not ctx has noticed yet: ctx is done, and a done
+			// ctx consumes nothing, however many tokens are spare.
+			return context.DeadlineExceeded
+		}
 	}
 	r, err := reserve(maxWait)
 	if err != nil {
