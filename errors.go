@@ -3,7 +3,7 @@ package atomiclimit
 import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/core"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // The errors of this module, for errors.Is. The constructors and SetRule

@@ -73,10 +73,10 @@ type Algorithm interface {
 	// Idle reports the mark for Retire, the time from which the state is
 	// idle, the floor a replacement must start from, and whether the state
 	// is idle at now. live is false for a retired state.
-	Idle(s State, now int64) (mark uint64, from int64, floor uint64, idle, live bool)
+	Idle(s State, now int64) (mark Mark, from int64, floor uint64, idle, live bool)
 	// Retire moves the state to its retired value if nothing was admitted
 	// since Idle returned mark, and reports whether it did.
-	Retire(s State, mark uint64) bool
+	Retire(s State, mark Mark) bool
 	// IsRetired reports whether the state is retired.
 	IsRetired(s State) bool
 	// Max returns the later of two floors.
@@ -88,6 +88,11 @@ type Algorithm interface {
 	// the same state layout.
 	Compatible(other Algorithm) bool
 }
+
+// A Mark is what Retire compares against: the word a one-word state held
+// when Idle read it, or a ring's position and the slot value its next
+// admission would replace.
+type Mark [2]uint64
 
 // A Quota describes one limit as the IETF RateLimit fields and a log line
 // need it: its kind, the most it admits in one window, and the window.

@@ -185,7 +185,7 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 type snapshot struct {
 	live, idle bool
 	from       int64
-	mark       uint64 // the last band's
+	mark       Mark // the last band's
 	floors     [MaxBands]uint64
 }
 

@@ -82,17 +82,20 @@ func (w word) Refund(s State, stored uint64, now int64, n int) bool {
 	}
 }
 
-func (w word) Idle(s State, now int64) (mark uint64, from int64, floor uint64, idle, live bool) {
-	mark = s.Word.Load()
-	if mark == w.r.Retired() {
-		return mark, 0, 0, false, false
+func (w word) Idle(s State, now int64) (mark Mark, from int64, floor uint64, idle, live bool) {
+	v := s.Word.Load()
+	if v == w.r.Retired() {
+		return Mark{v}, 0, 0, false, false
 	}
-	from, floor, idle = w.r.Idle(mark, now)
-	return mark, from, floor, idle, true
+	from, floor, idle = w.r.Idle(v, now)
+	return Mark{v}, from, floor, idle, true
 }
 
-func (w word) Retire(s State, mark uint64) bool {
-	return mark != w.r.Retired() && s.Word.CompareAndSwap(mark, w.r.Retired())
+// Retire: a CompareAndSwap from the word Idle read. An admission since then
+// stored another word (a WordRule never stores the same word twice in a row
+// but as a no-op), so the CompareAndSwap fails and the state stays.
+func (w word) Retire(s State, mark Mark) bool {
+	return mark[0] != w.r.Retired() && s.Word.CompareAndSwap(mark[0], w.r.Retired())
 }
 
 func (w word) IsRetired(s State) bool { return s.Word.Load() == w.r.Retired() }

@@ -9,7 +9,7 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // A Rule names an algorithm and its parameters (see the constructors in
@@ -140,6 +140,12 @@ func build(spec Rule, src *timebase.Source) (algo.Algorithm, error) {
 			return nil, err
 		}
 		return window.CounterAlgorithm(p), nil
+	case algo.KindLog:
+		p, err := window.NewLogParams(spec.N, spec.Period)
+		if err != nil {
+			return nil, err
+		}
+		return window.LogAlgorithm(p), nil
 	case algo.KindBands:
 		return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
 	}

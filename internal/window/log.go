@@ -129,32 +129,30 @@ const retiredSlot = ^uint64(0)
 //
 // The zero LogRing has no slots: it denies every request (RetryAfter
 // gcra.Never, as DenyAll) and never writes; use NewLogRing for a usable one.
+//
+// A LogRing is a view: its words belong to a limiter's state (the head is
+// the state's first word, the slots the rest), and copies of a LogRing see
+// the same words.
 type LogRing struct {
-	// head shares its line with the slots' header, which every call reads
-	// anyway; the single-key Log pads the ring, a keyed ring is not padded
-	// (32 bytes besides the slots).
-	head  atomic.Uint64
+	head  *atomic.Uint64  // nil only in the zero LogRing
 	slots []atomic.Uint64 // N slots; the zero slot is expired at time 0
 }
 
-// NewLogRing returns the ring for p.
-func NewLogRing(p *LogParams) *LogRing { return newLogRingAt(p, 0) }
+// NewLogRing returns a ring for p on words of its own.
+func NewLogRing(p *LogParams) *LogRing {
+	return &LogRing{head: new(atomic.Uint64), slots: make([]atomic.Uint64, p.limit)}
+}
 
-// NewLogRingAt is NewLogRing for a keyed limiter: see newLogRingAt.
-func NewLogRingAt(p *LogParams, floor int64) *LogRing { return newLogRingAt(p, floor) }
-
-// newLogRingAt returns a ring for p on which every slot expires at floor:
-// no event is admitted before floor (the keyed limiter's floor, see
-// KeyedLog). Expiries still never decrease along the ring, and every write
-// still raises a slot by at least W, so the protocol and its proof hold.
-func newLogRingAt(p *LogParams, floor int64) *LogRing {
-	l := &LogRing{slots: make([]atomic.Uint64, p.limit)}
-	if floor > 0 {
-		for i := range l.slots {
-			l.slots[i].Store(uint64(floor)) // lap 0: parity bit clear
-		}
+// initAt makes the ring a fresh one on which every slot expires at floor:
+// no event is admitted before floor (the keyed limiter's floor: see
+// internal/core's Keyed). Expiries still never decrease along the ring, and
+// every write still raises a slot by at least W, so the protocol and its
+// proof hold. It must run before the ring is shared.
+func (l *LogRing) initAt(floor int64) {
+	l.head.Store(0)
+	for i := range l.slots {
+		l.slots[i].Store(uint64(max(floor, 0))) // lap 0: parity bit clear
 	}
-	return l
 }
 
 // Allow reports whether one event is admitted at now under p (the p the
@@ -334,25 +332,6 @@ func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
 		return k, cur, latest, cur != retiredSlot && latest <= now
 	}
 }
-
-// A LogMark is a ring's position as Idle saw it, for RetireFrom.
-type LogMark struct{ k, cur uint64 }
-
-// Idle reports when the ring became or becomes idle (latest, its latest
-// expiry: also the floor a replacement must start from) and whether it is
-// idle at now; the mark lets RetireFrom retire it only if nothing was
-// admitted since.
-func (l *LogRing) Idle(now int64) (m LogMark, latest int64, ok bool) {
-	m.k, m.cur, latest, ok = l.idle(now)
-	return m, latest, ok
-}
-
-// RetireFrom retires the ring if nothing was admitted since Idle returned m
-// (see retireFrom), and reports whether it did.
-func (l *LogRing) RetireFrom(m LogMark) bool { return l.retireFrom(m.k, m.cur) }
-
-// IsRetired reports whether the ring has been retired.
-func (l *LogRing) IsRetired() bool { return l.isRetired() }
 
 // retireFrom retires the ring if the slot the next admission would write
 // still holds cur, and reports whether it did. Admission k (head == k) is

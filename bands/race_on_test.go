@@ -1,5 +1,0 @@
-//go:build race
-
-package bands_test
-
-const raceEnabled = true
