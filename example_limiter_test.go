@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-		"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // Explicit instants keep the output independent of scheduling.

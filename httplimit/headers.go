@@ -1,9 +1,9 @@
 package httplimit
 
 import (
-	"math"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"

@@ -7,8 +7,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 

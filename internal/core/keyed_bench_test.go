@@ -12,8 +12,8 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
-	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 // The keyed benchmarks. Each runs the Keyed limiter beside its floor in the

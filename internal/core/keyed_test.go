@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 func newKeyed[K comparable](t testing.TB, l gcra.Limit, burst int, opts ...core.Option) *core.Keyed[K] {
