@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -34,7 +34,7 @@ func (c *fixedClock) Now() time.Time { return c.t }
 func algorithms() []algorithm {
 	ours := func(burst int) func(time.Time) func(time.Time) bool {
 		return func(t0 time.Time) func(time.Time) bool {
-			l := must(atomicbucket.New(gcra.PerSecond(accuracyLimit), burst, atomicbucket.WithClock(&fixedClock{t0})))
+			l := must(atomiclimit.New(gcra.PerSecond(accuracyLimit), burst, atomiclimit.WithClock(&fixedClock{t0})))
 			return func(t time.Time) bool { return l.AllowN(t, 1) }
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	uber "go.uber.org/ratelimit"
 	"golang.org/x/time/rate"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -61,10 +61,10 @@ type peer struct {
 var peers = []peer{
 	{
 		name:   "atomiclimit",
-		note:   "`atomicbucket.Limiter` / `Keyed[string]` (GCRA, one atomic word per key), default monotonic clock, idle-key sweeper on",
-		single: func(s setting) single { return ourSingle{must(atomicbucket.New(ourLimit(s), s.burst))} },
+		note:   "`atomiclimit.Limiter` / `Keyed[string]` (GCRA, one atomic word per key), default monotonic clock, idle-key sweeper on",
+		single: func(s setting) single { return ourSingle{must(atomiclimit.New(ourLimit(s), s.burst))} },
 		keyed: func(s setting) keyed {
-			return ourKeyed{must(atomicbucket.NewKeyed[string](ourLimit(s), s.burst))}
+			return ourKeyed{must(atomiclimit.NewKeyed[string](ourLimit(s), s.burst))}
 		},
 	},
 	{
@@ -126,11 +126,11 @@ func must[T any](v T, err error) T {
 
 func ourLimit(s setting) gcra.Limit { return gcra.Per(s.n, s.period) }
 
-type ourSingle struct{ l *atomicbucket.Limiter }
+type ourSingle struct{ l *atomiclimit.Limiter }
 
 func (o ourSingle) allow() bool { return o.l.Allow() }
 
-type ourKeyed struct{ k *atomicbucket.Keyed[string] }
+type ourKeyed struct{ k *atomiclimit.Keyed[string] }
 
 func (o ourKeyed) allow(key string) bool { return o.k.Allow(key) }
 func (o ourKeyed) close()                { o.k.Close() }

@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // windowAlgorithms returns atomiclimit's window algorithms for the accuracy
@@ -20,13 +20,13 @@ func windowAlgorithms() []algorithm {
 	}
 	return []algorithm{
 		{"atomiclimit fixed window (interval refill)", mk(func(c *fixedClock) (allowN, error) {
-			return window.NewFixed(accuracyLimit, time.Second, window.WithClock(c))
+			return atomiclimit.NewRule(atomiclimit.FixedWindow(accuracyLimit, time.Second), atomiclimit.WithClock(c))
 		})},
 		{"atomiclimit sliding-window counter", mk(func(c *fixedClock) (allowN, error) {
-			return window.NewCounter(accuracyLimit, time.Second, window.WithClock(c))
+			return atomiclimit.NewRule(atomiclimit.SlidingCounter(accuracyLimit, time.Second), atomiclimit.WithClock(c))
 		})},
 		{"atomiclimit sliding log (exact)", mk(func(c *fixedClock) (allowN, error) {
-			return window.NewLog(accuracyLimit, time.Second, window.WithClock(c))
+			return atomiclimit.NewRule(atomiclimit.SlidingLog(accuracyLimit, time.Second), atomiclimit.WithClock(c))
 		})},
 	}
 }

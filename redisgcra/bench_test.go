@@ -12,7 +12,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
@@ -230,7 +230,7 @@ func BenchmarkDenyLocal(b *testing.B) {
 				func(i int) bool { return l.Allow(ctx, keys[i%benchKeys]) }
 		}},
 		{"atomicbucket-keyed", func(b *testing.B) (func(int) bool, func(int) bool) {
-			k, err := atomicbucket.NewKeyed[string](gcra.Every(time.Hour), 1)
+			k, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 1)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -242,7 +242,7 @@ func BenchmarkDenyLocal(b *testing.B) {
 				func(i int) bool { return k.Allow(keys[i%benchKeys]) }
 		}},
 		{"atomicbucket-limiter", func(b *testing.B) (func(int) bool, func(int) bool) {
-			l, err := atomicbucket.New(gcra.Every(time.Hour), 1)
+			l, err := atomiclimit.New(gcra.Every(time.Hour), 1)
 			if err != nil {
 				b.Fatal(err)
 			}

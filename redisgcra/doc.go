@@ -60,7 +60,7 @@
 // ContextTimeoutEnabled, or go-redis ignores the deadline). When a call
 // fails, the Outage policy decides: FailClosed (the default: deny, never
 // over-admit), FailOpen (admit), or FallbackTo a local
-// atomicbucket.Keyed limiter. Every Result says which of them decided and,
+// atomiclimit.Keyed limiter. Every Result says which of them decided and,
 // when Redis did not, why (Result.Err wraps ErrUnavailable).
 //
 // # The over-limit cache

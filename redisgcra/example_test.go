@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
@@ -22,7 +22,7 @@ func Example() {
 		MaxRetries:            -1,   // fail fast; the Outage policy decides
 	})
 	// While Redis is unreachable, each process allows a tenth of the limit.
-	local, _ := atomicbucket.NewKeyed[string](gcra.PerMinute(6), 1)
+	local, _ := atomiclimit.NewKeyed[string](gcra.PerMinute(6), 1)
 	lim, err := redisgcra.New(rdb, gcra.PerMinute(60), 10,
 		redisgcra.WithTimeout(50*time.Millisecond),
 		redisgcra.WithOutage(redisgcra.FallbackTo(local)),

@@ -201,8 +201,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 
 // Decide is AllowN with the whole decision: remaining tokens, retry-after,
 // reset-after and time to the next token, each exactly as gcra defines them
-// (with Params), on Redis's clock. n < 1 and n > burst are denied with
-// RetryAfter gcra.Never, and consume nothing.
+// (with Params), on Redis's clock. n = 0 is an admitted peek (as in
+// x/time/rate and gcra); n < 0 and n > burst are denied with RetryAfter
+// gcra.Never, and consume nothing.
 //
 // When Redis fails or the timeout passes, the Outage policy decides, and
 // Result.Source and Result.Err say so. Decide never returns an error
@@ -242,7 +243,7 @@ func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowM
 // the cache.
 func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool, nowMicros, sent int64) Result {
 	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
-		take = false // n < 1 or n > B: never admitted, so only read the state
+		take = false // n < 1 or n > B: a peek, or never admitted: only read the state
 	}
 	if l.timeout > 0 {
 		var cancel context.CancelFunc

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
@@ -50,7 +50,7 @@ func (s *noServer) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
 }
 
 func TestNewErrors(t *testing.T) {
-	keyed, err := atomicbucket.NewKeyed[string](gcra.PerSecond(1), 1)
+	keyed, err := atomiclimit.NewKeyed[string](gcra.PerSecond(1), 1)
 	require.NoError(t, err)
 	defer keyed.Close()
 	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
@@ -167,7 +167,8 @@ func TestStaticLimitsMakeNoCall(t *testing.T) {
 	require.NoError(t, err)
 	r := un.Decide(ctx, "k", 1000)
 	assert.Equal(t, redisgcra.Result{Decision: gcra.Decision{Allowed: true, Remaining: math.MaxInt}, Source: redisgcra.SourceStatic}, r)
-	assert.False(t, un.AllowN(ctx, "k", 0))
+	assert.True(t, un.AllowN(ctx, "k", 0), "n = 0 is an admitted peek")
+	assert.False(t, un.AllowN(ctx, "k", -1))
 	deny, err := redisgcra.New(s, gcra.DenyAll, 1, redisgcra.WithOverLimitCache(10))
 	require.NoError(t, err)
 	r = deny.Peek(ctx, "k", 1)

@@ -3,7 +3,7 @@ package redisgcra
 import (
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // An Option configures a Limiter.
@@ -76,7 +76,7 @@ func WithOverLimitCache(size int) Option {
 // invalid.
 type Outage struct {
 	kind  outageKind
-	local *atomicbucket.Keyed[string]
+	local *atomiclimit.Keyed[string]
 }
 
 type outageKind uint8
@@ -104,7 +104,7 @@ var (
 // of one process (say Per(rate/N, period)). Admissions made locally are not
 // written to Redis; when Redis is back, its buckets carry on from where they
 // were. The caller owns k (its sweeper, Close).
-func FallbackTo(k *atomicbucket.Keyed[string]) Outage {
+func FallbackTo(k *atomiclimit.Keyed[string]) Outage {
 	return Outage{kind: outageFallback, local: k}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
@@ -58,7 +58,7 @@ func TestOutageKillAndRestart(t *testing.T) {
 			s := startServer(t)
 			c := s.client(t)
 			var outage redisgcra.Outage
-			var local *atomicbucket.Keyed[string]
+			var local *atomiclimit.Keyed[string]
 			switch policy {
 			case "fail-closed":
 				outage = redisgcra.FailClosed
@@ -66,7 +66,7 @@ func TestOutageKillAndRestart(t *testing.T) {
 				outage = redisgcra.FailOpen
 			default:
 				var err error
-				local, err = atomicbucket.NewKeyed[string](gcra.Every(time.Hour), 5)
+				local, err = atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 5)
 				require.NoError(t, err)
 				defer local.Close()
 				outage = redisgcra.FallbackTo(local)
@@ -131,7 +131,7 @@ func TestOutagePolicyDecisions(t *testing.T) {
 	c := s.client(t)
 	s.kill()
 	ctx := context.Background()
-	local, err := atomicbucket.NewKeyed[string](gcra.Every(time.Hour), 2)
+	local, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 2)
 	require.NoError(t, err)
 	defer local.Close()
 

@@ -41,7 +41,9 @@ local tat = tonumber(redis.call('GET', KEYS[1]))
 local debt = 0
 if tat and tat > now then debt = tat - now end
 local ok = 0
-if n >= 1 and debt + n * T <= span then
+if n == 0 then
+  ok = 1
+elseif n >= 1 and debt + n * T <= span then
   ok = 1
   if ARGV[4] == '1' then
     local ahead = debt + n * T

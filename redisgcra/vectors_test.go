@@ -67,9 +67,10 @@ func handVectors() []vector {
 			// Peeks consume nothing.
 			{at: 1000 * ms, n: 2, peek: true, want: want(true, 1, 0, D(200), 0)},
 			{at: 1000 * ms, n: 3, peek: true, want: want(true, 0, 0, D(300), D(100))},
-			// n > B and n < 1 never pass: Never, and nothing is consumed.
+			// n > B and n < 0 never pass: Never, and nothing is consumed;
+			// n = 0 is an admitted peek that consumes nothing.
 			{at: 1000 * ms, n: 4, want: want(false, 3, gcra.Never, 0, 0)},
-			{at: 1000 * ms, n: 0, want: want(false, 3, gcra.Never, 0, 0)},
+			{at: 1000 * ms, n: 0, want: want(true, 3, 0, 0, 0)},
 			{at: 1000 * ms, n: -1, want: want(false, 3, gcra.Never, 0, 0)},
 			{at: 1000 * ms, n: math.MinInt, want: want(false, 3, gcra.Never, 0, 0)},
 			{at: 1000 * ms, n: math.MaxInt, want: want(false, 3, gcra.Never, 0, 0)},
@@ -203,7 +204,7 @@ func TestVectorsRedis(t *testing.T) {
 			if st.want != nil {
 				require.Equal(t, *st.want, r.Decision, "%s step %d: hand-written", v.name, i)
 			}
-			if !st.peek && r.Allowed {
+			if !st.peek && r.Allowed && st.n > 0 { // n = 0 stores nothing
 				tat = max(tat, st.at*us) + int64(st.n)*int64(p.Interval())
 				// Stored: TAT in whole µs since the Unix epoch, as a decimal
 				// integer; and a TTL that outlives it.
