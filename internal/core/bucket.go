@@ -48,13 +48,12 @@ func (b *Bucket) AllowN(p *gcra.Params, now int64, n int) bool {
 func (b *Bucket) tryAllowN(p *gcra.Params, now int64, n int) (ok, settled bool) {
 	old := b.tat.Load()
 	next, ok := p.Admit(int64(old), now, n)
-	if !ok {
-		return false, true // a denial stores nothing: the cache line stays shared
-	}
-	if n == 0 {
-		// A peek: next == old, and a CompareAndSwap of the same value is
-		// still a write. (Folds away where n is a constant, as in Allow.)
-		return true, true
+	if uint64(next) == old {
+		// A denial, or n = 0 (a peek): Admit returned the state as it was,
+		// and there is nothing to store (a CompareAndSwap of the same value
+		// would still be a write). An admission of n ≥ 1 always moves TAT by
+		// at least T ≥ 1, so this one compare tells them apart.
+		return ok, true
 	}
 	return true, b.tat.CompareAndSwap(old, uint64(next))
 }
@@ -67,10 +66,10 @@ func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
 		// stale meanwhile can only make the retry stricter, never rewind TAT.
 		old := b.tat.Load()
 		next, ok := p.Admit(int64(old), now, n)
-		if !ok {
-			return false
+		if uint64(next) == old {
+			return ok // a denial, or n = 0: nothing to store (see tryAllowN)
 		}
-		if n == 0 || b.tat.CompareAndSwap(old, uint64(next)) { // n = 0: nothing to store
+		if b.tat.CompareAndSwap(old, uint64(next)) {
 			return true
 		}
 	}
