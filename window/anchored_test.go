@@ -95,7 +95,7 @@ func TestAnchoredParams(t *testing.T) {
 	for _, tc := range []struct {
 		n int
 		g time.Duration
-	}{{1, 1}, {3, 1}, {4, 2}, {15, 4}, {100, 32}, {127, 32}, {128, 64}, {1<<16 - 1, 16384}, {1<<32 - 1, 1 << 30}} {
+	}{{1, 1}, {3, 1}, {4, 2}, {15, 4}, {100, 32}, {127, 32}, {128, 64}, {1<<16 - 1, 16384}, {1<<31 - 1, 1 << 29}} {
 		p := mustAnchored(t, tc.n, 24*time.Hour)
 		assert.Equal(t, tc.g, p.Resolution(), "N=%d", tc.n)
 	}
