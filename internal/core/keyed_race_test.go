@@ -71,6 +71,13 @@ func TestKeyedEvictionRace(t *testing.T) {
 		{"log", core.SlidingLog(5, 5*interval), 1, func(t *testing.T, key string, adm []admission) {
 			checkLog(t, key, adm, 5, 5*T)
 		}},
+		{"anchored", core.AnchoredWindow(5, 5*interval), 2, func(t *testing.T, key string, adm []admission) {
+			checkWindows(t, key, adm, 5, 0) // ResetAfter runs to the end of the key's window
+			checkAnchored(t, key, adm, 5*T)
+		}},
+		{"rolling", core.Rolling(8, 5*interval, interval, 3), 2, func(t *testing.T, key string, adm []admission) {
+			checkRolling(t, key, adm, 8, 3, 5, T)
+		}},
 		{"bands", core.Bands(core.GCRA(gcra.Every(interval), 5), core.SlidingLog(4, 3*interval)), 1, func(t *testing.T, key string, adm []admission) {
 			checkGCRA(t, key, adm, 5, T)
 			checkLog(t, key, adm, 4, 3*T)
@@ -232,6 +239,63 @@ func checkWindows(t *testing.T, key string, adm []admission, n, extra int64) {
 	}
 	require.NotZero(t, counted, "%s: no admission carried its window", key)
 	t.Logf("%s: %d admissions in %d windows, each within %d", key, counted, len(perWindow), n)
+}
+
+// checkAnchored asserts that a key's anchored windows never overlap: a
+// window opens only once the one before it has ended, so their ends (read
+// back from ResetAfter) are at least a window apart. An overlap is a second
+// full quota inside one window.
+func checkAnchored(t *testing.T, key string, adm []admission, w int64) {
+	t.Helper()
+	var ends []int64
+	for _, a := range adm {
+		if a.reset >= 0 {
+			ends = append(ends, a.at+a.reset)
+		}
+	}
+	slices.Sort(ends)
+	ends = slices.Compact(ends)
+	for i := 1; i < len(ends); i++ {
+		if ends[i]-ends[i-1] < w {
+			t.Fatalf("%s: windows ending at %v and %v overlap", key, time.Duration(ends[i-1]), time.Duration(ends[i]))
+		}
+	}
+}
+
+// checkRolling asserts at most q counted in any run of k aligned slices of
+// length p, and at most c in any one slice. An admission is counted in the
+// head's slice, the latest counted one, and ResetAfter runs until that slice
+// leaves the window, k slices after it starts: so the slice ends at
+// at + ResetAfter − (k−1)·p. AllowN admissions carry no ResetAfter and are
+// left out.
+func checkRolling(t *testing.T, key string, adm []admission, q, c, k, p int64) {
+	t.Helper()
+	perSlice := map[int64]int64{} // slice index → count
+	for _, a := range adm {
+		if a.reset < 0 {
+			continue
+		}
+		end := a.at + a.reset - (k-1)*p
+		perSlice[end/p-1] += a.n
+	}
+	require.NotEmpty(t, perSlice, "%s: no admission carried its slice", key)
+	var slices []int64
+	for s, n := range perSlice {
+		if n > c {
+			t.Fatalf("%s: %d counted in slice %d, more than %d", key, n, s, c)
+		}
+		slices = append(slices, s)
+	}
+	for _, s := range slices {
+		var sum int64
+		for j := s; j < s+k; j++ {
+			sum += perSlice[j]
+		}
+		if sum > q {
+			t.Fatalf("%s: %d counted in slices %d…%d, more than %d", key, sum, s, s+k-1, q)
+		}
+	}
+	t.Logf("%s: %d slices, each within %d, every run of %d within %d", key, len(perSlice), c, k, q)
 }
 
 // checkLog asserts at most n admissions with request times in any (t − w, t].

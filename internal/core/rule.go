@@ -146,6 +146,18 @@ func build(spec Rule, src *timebase.Source) (algo.Algorithm, error) {
 			return nil, err
 		}
 		return window.LogAlgorithm(p), nil
+	case algo.KindAnchored:
+		p, err := window.NewAnchoredParams(spec.N, spec.Period)
+		if err != nil {
+			return nil, err
+		}
+		return window.AnchoredAlgorithm(p), nil
+	case algo.KindRolling:
+		p, err := window.NewRollingParams(spec.N, spec.Period, spec.Slice, spec.PerSlice, now)
+		if err != nil {
+			return nil, err
+		}
+		return window.RollingAlgorithm(p), nil
 	case algo.KindBands:
 		return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
 	}

@@ -171,8 +171,8 @@ func (p *RollingParams) Words() int { return int(p.slices) + 1 }
 
 // valid reports whether words is a state for p (a zero RollingParams has
 // none).
-func (p *RollingParams) valid(words []atomic.Uint64) bool {
-	return p.slices > 0 && uint64(len(words)) == p.slices+1
+func (p *RollingParams) valid(rw rollWords) bool {
+	return p.slices > 0 && rw.head != nil && uint64(len(rw.ring)) == p.slices
 }
 
 // index returns the slice that contains now (times before start count as
@@ -186,19 +186,19 @@ func (p *RollingParams) at(u uint64, now int64) time.Duration {
 	return time.Duration(p.start + int64(u)*p.slice - now)
 }
 
-// Init prepares words as a fresh state that counts nothing and starts no
+// initOn prepares words as a fresh state that counts nothing and starts no
 // earlier than floor: the head is floor's slice with a zero count (0 for a
 // state from slice 0; a keyed limiter passes the floor of Idle), the ring
 // is empty. It must run before words are shared. A words of the wrong
 // length is left alone.
-func (p *RollingParams) Init(words []atomic.Uint64, floor uint64) {
-	if !p.valid(words) {
+func (p *RollingParams) initOn(rw rollWords, floor uint64) {
+	if !p.valid(rw) {
 		return
 	}
-	for i := range words[1:] {
-		words[1+i].Store(0)
+	for i := range rw.ring {
+		rw.ring[i].Store(0)
 	}
-	words[0].Store(floor &^ p.mask)
+	rw.head.Store(floor &^ p.mask)
 }
 
 // A rollView is what a decision at slice s sees after loading the head
@@ -208,7 +208,7 @@ func (p *RollingParams) Init(words []atomic.Uint64, floor uint64) {
 type rollView struct{ h, c, s, cs uint64 }
 
 // count returns the count of slice j ≤ v.s in the view.
-func (p *RollingParams) count(words []atomic.Uint64, v *rollView, j uint64) uint64 {
+func (p *RollingParams) count(rw rollWords, v *rollView, j uint64) uint64 {
 	switch {
 	case j == v.s:
 		return v.cs
@@ -217,7 +217,7 @@ func (p *RollingParams) count(words []atomic.Uint64, v *rollView, j uint64) uint
 	case j == v.h:
 		return v.c
 	}
-	w := words[1+j%p.slices].Load()
+	w := rw.ring[j%p.slices].Load()
 	if w>>p.shift != j {
 		return 0 // nothing admitted in j, or the slot holds an older slice
 	}
@@ -226,9 +226,9 @@ func (p *RollingParams) count(words []atomic.Uint64, v *rollView, j uint64) uint
 
 // sum returns the total count of the slices (s−K, s] and last, 1 + the
 // latest of them with a nonzero count (0 if none).
-func (p *RollingParams) sum(words []atomic.Uint64, v *rollView) (sum, last uint64) {
+func (p *RollingParams) sum(rw rollWords, v *rollView) (sum, last uint64) {
 	for i := uint64(0); i < p.slices && i <= v.s; i++ {
-		k := p.count(words, v, v.s-i)
+		k := p.count(rw, v, v.s-i)
 		if k > 0 && last == 0 {
 			last = v.s - i + 1
 		}
@@ -241,12 +241,12 @@ func (p *RollingParams) sum(words []atomic.Uint64, v *rollView) (sum, last uint6
 // fits if nothing else is admitted: the slices after s count 0 and each
 // slice j leaves the window at the start of j + K, so u is the earliest with
 // Σ_{j ∈ (u−K, s]} count(j) + need ≤ Q. u = s + K always fits.
-func (p *RollingParams) fit(words []atomic.Uint64, v *rollView, need uint64) uint64 {
+func (p *RollingParams) fit(rw rollWords, v *rollView, need uint64) uint64 {
 	u := v.s + p.slices
 	var suffix uint64 // counts of the slices [s−i, s]
 	for i := uint64(0); i+1 < p.slices; i++ {
 		if i <= v.s {
-			suffix += p.count(words, v, v.s-i)
+			suffix += p.count(rw, v, v.s-i)
 		}
 		if suffix+need > p.quota {
 			break // the suffix only grows: no earlier u fits
@@ -256,7 +256,7 @@ func (p *RollingParams) fit(words []atomic.Uint64, v *rollView, need uint64) uin
 	return u
 }
 
-// Decide decides a request for n events at now (ns on the time base of
+// decideOn decides a request for n events at now (ns on the time base of
 // start) and, unless peek, counts them if admitted. It takes no lock and
 // allocates nothing, reads up to K+1 words and, for an admission, makes one
 // CompareAndSwap on the head (three writes when the request opens a new
@@ -271,23 +271,23 @@ func (p *RollingParams) fit(words []atomic.Uint64, v *rollView, need uint64) uin
 // nothing else is admitted: slices leave the window at their boundaries;
 // ResetAfter is the time until every counted slice has left the window;
 // TokenAfter is the RetryAfter of one event, 0 while Remaining ≥ 1.
-func (p *RollingParams) Decide(words []atomic.Uint64, now int64, n int, peek bool) gcra.Decision {
-	_, d := p.decide(words, now, n, peek)
+func (p *RollingParams) decideOn(rw rollWords, now int64, n int, peek bool) gcra.Decision {
+	_, d := p.decide(rw, now, n, peek)
 	return d
 }
 
-// DecideHead is Decide (never a peek) that also returns the head it stored
+// decideHeadOn is Decide (never a peek) that also returns the head it stored
 // for an admission, for Refund; 0 when it stored nothing.
-func (p *RollingParams) DecideHead(words []atomic.Uint64, now int64, n int) (stored uint64, d gcra.Decision) {
-	return p.decide(words, now, n, false)
+func (p *RollingParams) decideHeadOn(rw rollWords, now int64, n int) (stored uint64, d gcra.Decision) {
+	return p.decide(rw, now, n, false)
 }
 
-func (p *RollingParams) decide(words []atomic.Uint64, now int64, n int, peek bool) (uint64, gcra.Decision) {
-	if !p.valid(words) {
+func (p *RollingParams) decide(rw rollWords, now int64, n int, peek bool) (uint64, gcra.Decision) {
+	if !p.valid(rw) {
 		return 0, gcra.Decision{RetryAfter: gcra.Never}
 	}
 	for {
-		head := words[0].Load()
+		head := rw.head.Load()
 		if head == Retired {
 			return 0, gcra.Decision{RetryAfter: gcra.Never} // retired: deny, write nothing
 		}
@@ -296,37 +296,37 @@ func (p *RollingParams) decide(words []atomic.Uint64, now int64, n int, peek boo
 		if v.s == v.h {
 			v.cs = v.c
 		}
-		sum, last := p.sum(words, &v)
+		sum, last := p.sum(rw, &v)
 		if n < 0 || uint64(n) > p.cap {
-			d := p.report(words, &v, sum, last, now)
+			d := p.report(rw, &v, sum, last, now)
 			d.RetryAfter = gcra.Never
 			return 0, d
 		}
 		need := uint64(n)
 		if v.cs+need > p.cap || sum+need > p.quota {
-			d := p.report(words, &v, sum, last, now)
-			d.RetryAfter = p.at(p.fit(words, &v, need), now)
+			d := p.report(rw, &v, sum, last, now)
+			d.RetryAfter = p.at(p.fit(rw, &v, need), now)
 			return 0, d // a denial writes nothing
 		}
 		if n == 0 || peek {
-			return 0, p.admitted(words, v, sum, last, now, need)
+			return 0, p.admitted(rw, v, sum, last, now, need)
 		}
 		if v.s > v.h {
 			// Advance: first finalise h into its slot (max: a slower
 			// finaliser's smaller count loses), then move the head, then
 			// decide again on the head at s, whoever moved it.
-			slot := &words[1+v.h%p.slices]
+			slot := &rw.ring[v.h%p.slices]
 			for {
 				old := slot.Load()
 				if old >= head || slot.CompareAndSwap(old, head) {
 					break
 				}
 			}
-			words[0].CompareAndSwap(head, v.s<<p.shift)
+			rw.head.CompareAndSwap(head, v.s<<p.shift)
 			continue
 		}
-		if words[0].CompareAndSwap(head, head+need) {
-			return head + need, p.admitted(words, v, sum, last, now, need)
+		if rw.head.CompareAndSwap(head, head+need) {
+			return head + need, p.admitted(rw, v, sum, last, now, need)
 		}
 		// Lost a race: decide again on the winner's head. Its index only
 		// grows, so a now that went stale meanwhile cannot rewind it.
@@ -334,20 +334,20 @@ func (p *RollingParams) decide(words []atomic.Uint64, now int64, n int, peek boo
 }
 
 // admitted reports the state after admitting need at v's slice.
-func (p *RollingParams) admitted(words []atomic.Uint64, v rollView, sum, last uint64, now int64, need uint64) gcra.Decision {
+func (p *RollingParams) admitted(rw rollWords, v rollView, sum, last uint64, now int64, need uint64) gcra.Decision {
 	if need > 0 {
 		v.cs += need
 		sum += need
 		last = v.s + 1
 	}
-	d := p.report(words, &v, sum, last, now)
+	d := p.report(rw, &v, sum, last, now)
 	d.Allowed = true
 	return d
 }
 
 // report describes the view v (whose counts total sum, the latest nonzero
 // slice being last − 1) at now, RetryAfter aside.
-func (p *RollingParams) report(words []atomic.Uint64, v *rollView, sum, last uint64, now int64) gcra.Decision {
+func (p *RollingParams) report(rw rollWords, v *rollView, sum, last uint64, now int64) gcra.Decision {
 	// Refund races can leave a slot over-counted: saturate.
 	left := min(p.quota-min(sum, p.quota), p.cap-min(v.cs, p.cap))
 	d := gcra.Decision{Remaining: int(left)}
@@ -355,34 +355,34 @@ func (p *RollingParams) report(words []atomic.Uint64, v *rollView, sum, last uin
 		d.ResetAfter = max(p.at(last-1+p.slices, now), 0)
 	}
 	if left == 0 {
-		d.TokenAfter = p.at(p.fit(words, v, 1), now)
+		d.TokenAfter = p.at(p.fit(rw, v, 1), now)
 	}
 	return d
 }
 
-// Refund takes back n events of an admission that stored the head stored
+// refundOn takes back n events of an admission that stored the head stored
 // (DecideHead), if the head still counts the slice that admission was
 // stored in and holds at least n; it reports whether it did. It cannot
 // create quota: the head's count is the sum of its slice's admissions, so
 // removing the n of one of them leaves exactly the others; once the head
 // has moved on, the slice's count is final and there is nothing to give
 // back.
-func (p *RollingParams) Refund(words []atomic.Uint64, stored uint64, n int) bool {
-	if !p.valid(words) || n < 1 || uint64(n) > p.cap {
+func (p *RollingParams) refundOn(rw rollWords, stored uint64, n int) bool {
+	if !p.valid(rw) || n < 1 || uint64(n) > p.cap {
 		return false
 	}
 	for {
-		head := words[0].Load()
+		head := rw.head.Load()
 		if head == Retired || head>>p.shift != stored>>p.shift || head&p.mask < uint64(n) {
 			return false
 		}
-		if words[0].CompareAndSwap(head, head-uint64(n)) {
+		if rw.head.CompareAndSwap(head, head-uint64(n)) {
 			return true
 		}
 	}
 }
 
-// Idle tells a keyed limiter when the state stops mattering. It is idle
+// idleOn tells a keyed limiter when the state stops mattering. It is idle
 // once every slice with a nonzero count has left the window: from is the
 // start of the first slice in which that holds (the head's own slice when
 // nothing is counted), floor that slice as a head with a zero count (a
@@ -392,17 +392,17 @@ func (p *RollingParams) Refund(words []atomic.Uint64, stored uint64, n int) bool
 // floor does; a stale request is counted in floor's slice, after every
 // slice the old state counted, so no run of K slices holds counts of both.
 // A retired state is never idle.
-func (p *RollingParams) Idle(words []atomic.Uint64, now int64) (mark uint64, from int64, floor uint64, idle bool) {
-	if !p.valid(words) {
+func (p *RollingParams) idleOn(rw rollWords, now int64) (mark uint64, from int64, floor uint64, idle bool) {
+	if !p.valid(rw) {
 		return Retired, 0, 0, false
 	}
-	mark = words[0].Load()
+	mark = rw.head.Load()
 	if mark == Retired {
 		return mark, 0, 0, false
 	}
 	v := rollView{h: mark >> p.shift, c: mark & p.mask}
 	v.s, v.cs = v.h, v.c
-	_, last := p.sum(words, &v)
+	_, last := p.sum(rw, &v)
 	i := v.h
 	if last > 0 {
 		i = last - 1 + p.slices
@@ -410,18 +410,67 @@ func (p *RollingParams) Idle(words []atomic.Uint64, now int64) (mark uint64, fro
 	return mark, p.start + int64(i)*p.slice, i << p.shift, p.index(now) >= i
 }
 
-// RetireFrom retires the state if its head still equals mark (from Idle),
+// retireFromOn retires the state if its head still equals mark (from Idle),
 // and reports whether it did: a CompareAndSwap of the head from mark to
 // Retired. Every admission is linearised by a CompareAndSwap on the head,
 // so one that Idle did not see either came first, and this one fails, or
 // meets Retired and is denied without writing. (A head can return to mark
 // only through an admission and its refund within mark's slice, which leave
 // the counts as they were.)
-func (p *RollingParams) RetireFrom(words []atomic.Uint64, mark uint64) bool {
-	return p.valid(words) && mark != Retired && words[0].CompareAndSwap(mark, Retired)
+func (p *RollingParams) retireFromOn(rw rollWords, mark uint64) bool {
+	return p.valid(rw) && mark != Retired && rw.head.CompareAndSwap(mark, Retired)
 }
 
-// IsRetired reports whether the state has been retired.
+// isRetiredOn reports whether the state has been retired.
+func (p *RollingParams) isRetiredOn(rw rollWords) bool {
+	return p.valid(rw) && rw.head.Load() == Retired
+}
+
+// rollWords is a view of a rolling state: its head and its ring of K slots.
+type rollWords struct {
+	head *atomic.Uint64
+	ring []atomic.Uint64
+}
+
+// view splits words (K+1 of them, the head first) into a rollWords.
+func (p *RollingParams) view(words []atomic.Uint64) rollWords {
+	if len(words) == 0 {
+		return rollWords{}
+	}
+	return rollWords{head: &words[0], ring: words[1:]}
+}
+
+// Init is initOn on words, K+1 of them with the head first.
+func (p *RollingParams) Init(words []atomic.Uint64, floor uint64) {
+	p.initOn(p.view(words), floor)
+}
+
+// Decide is decideOn on words, K+1 of them with the head first.
+func (p *RollingParams) Decide(words []atomic.Uint64, now int64, n int, peek bool) gcra.Decision {
+	return p.decideOn(p.view(words), now, n, peek)
+}
+
+// DecideHead is decideHeadOn on words, K+1 of them with the head first.
+func (p *RollingParams) DecideHead(words []atomic.Uint64, now int64, n int) (stored uint64, d gcra.Decision) {
+	return p.decideHeadOn(p.view(words), now, n)
+}
+
+// Refund is refundOn on words, K+1 of them with the head first.
+func (p *RollingParams) Refund(words []atomic.Uint64, stored uint64, n int) bool {
+	return p.refundOn(p.view(words), stored, n)
+}
+
+// Idle is idleOn on words, K+1 of them with the head first.
+func (p *RollingParams) Idle(words []atomic.Uint64, now int64) (mark uint64, from int64, floor uint64, idle bool) {
+	return p.idleOn(p.view(words), now)
+}
+
+// RetireFrom is retireFromOn on words, K+1 of them with the head first.
+func (p *RollingParams) RetireFrom(words []atomic.Uint64, mark uint64) bool {
+	return p.retireFromOn(p.view(words), mark)
+}
+
+// IsRetired is isRetiredOn on words, K+1 of them with the head first.
 func (p *RollingParams) IsRetired(words []atomic.Uint64) bool {
-	return p.valid(words) && words[0].Load() == Retired
+	return p.isRetiredOn(p.view(words))
 }

@@ -156,3 +156,106 @@ func (a *logAlg) Compatible(o algo.Algorithm) bool {
 
 // String describes p, e.g. "log 100/1s".
 func (p *LogParams) String() string { return fmt.Sprintf("log %d/%v", p.limit, p.Period()) }
+
+// rollingAlg is the rolling window behind the contract: its state is the
+// head and the ring of K slots.
+type rollingAlg struct{ p RollingParams }
+
+// RollingAlgorithm returns p as an algo.Algorithm.
+func RollingAlgorithm(p RollingParams) algo.Algorithm { return &rollingAlg{p} }
+
+func (a *rollingAlg) words(s algo.State) rollWords { return rollWords{head: s.Word, ring: s.Rest} }
+
+func (a *rollingAlg) Words() int { return a.p.Words() }
+
+func (a *rollingAlg) Init(s algo.State, floor uint64) { a.p.initOn(a.words(s), floor) }
+
+func (a *rollingAlg) Admits(s algo.State, now int64, n int) bool {
+	return a.p.decideOn(a.words(s), now, n, true).Allowed
+}
+
+func (a *rollingAlg) Admit(s algo.State, now int64, n int) (uint64, bool) {
+	stored, d := a.p.decideHeadOn(a.words(s), now, n)
+	return stored, d.Allowed
+}
+
+func (a *rollingAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Decision {
+	return a.p.decideOn(a.words(s), now, n, peek)
+}
+
+func (a *rollingAlg) Refund(s algo.State, stored uint64, _ int64, n int) bool {
+	return a.p.refundOn(a.words(s), stored, n)
+}
+
+func (a *rollingAlg) Idle(s algo.State, now int64) (algo.Mark, int64, uint64, bool, bool) {
+	mark, from, floor, idle := a.p.idleOn(a.words(s), now)
+	if mark == Retired {
+		return algo.Mark{mark}, 0, 0, false, false
+	}
+	return algo.Mark{mark}, from, floor, idle, true
+}
+
+func (a *rollingAlg) Retire(s algo.State, m algo.Mark) bool {
+	return a.p.retireFromOn(a.words(s), m[0])
+}
+
+func (a *rollingAlg) IsRetired(s algo.State) bool { return a.p.isRetiredOn(a.words(s)) }
+
+// Max: floors are heads with a zero count, ordered by their slice index.
+func (a *rollingAlg) Max(x, y uint64) uint64 { return max(x, y) }
+
+func (a *rollingAlg) Quota() algo.Quota {
+	w := a.p.Window()
+	return algo.Quota{Kind: "rolling", Limit: a.p.Limit(), Window: w, IdleAfter: w, String: a.p.String()}
+}
+
+// Compatible: the same geometry (slice length, count of slices, start and
+// state layout); the quota and the cap per slice may change.
+func (a *rollingAlg) Compatible(o algo.Algorithm) bool {
+	b, ok := o.(*rollingAlg)
+	return ok && b.p.slice == a.p.slice && b.p.slices == a.p.slices && b.p.start == a.p.start && b.p.shift == a.p.shift
+}
+
+// String describes p, e.g. "rolling 10000/24h0m0s by 1h0m0s".
+func (p *RollingParams) String() string {
+	if c := p.PerSlice(); c > 0 {
+		return fmt.Sprintf("rolling %d/%v by %v, %d per slice", p.Limit(), p.Window(), p.Slice(), c)
+	}
+	return fmt.Sprintf("rolling %d/%v by %v", p.Limit(), p.Window(), p.Slice())
+}
+
+type anchoredRule struct{ p AnchoredParams }
+
+// AnchoredAlgorithm returns p as an algo.Algorithm.
+func AnchoredAlgorithm(p AnchoredParams) algo.Algorithm { return algo.Word(&anchoredRule{p}) }
+
+func (r *anchoredRule) Admit(state uint64, now int64, n int) (uint64, bool) {
+	return r.p.Admit(state, now, n)
+}
+
+func (r *anchoredRule) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
+	return r.p.Decide(state, now, n)
+}
+
+func (r *anchoredRule) Refund(state, stored uint64, _ int64, n int) (uint64, bool) {
+	return r.p.Refund(state, stored, n)
+}
+
+func (r *anchoredRule) Idle(state uint64, now int64) (int64, uint64, bool) {
+	return r.p.Idle(state, now)
+}
+func (r *anchoredRule) Retired() uint64 { return Retired }
+
+func (r *anchoredRule) Quota() algo.Quota {
+	w := r.p.Period()
+	return algo.Quota{Kind: "anchored", Limit: r.p.Limit(), Window: w, IdleAfter: w, String: r.p.String()}
+}
+
+func (r *anchoredRule) Layout() algo.Layout {
+	// Period holds the anchor resolution's exponent: N sets both it and the
+	// count width, so two limits share a layout only with both equal.
+	return algo.Layout{Kind: "anchored", Period: int64(r.p.gshift), Shift: r.p.shift}
+}
+
+// String describes p, e.g. "anchored 100/1h0m0s".
+func (p *AnchoredParams) String() string { return fmt.Sprintf("anchored %d/%v", p.Limit(), p.Period()) }
