@@ -3,7 +3,6 @@ package atomiclimit
 import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/core"
-	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // The errors of this module, for errors.Is. The constructors and SetRule
@@ -11,18 +10,13 @@ import (
 // never return errors and never panic: a request they can never admit is a
 // denial whose RetryAfter is Never.
 var (
-	// ErrInvalidLimit: the zero Limit, a rate or count ≤ 0, NaN or infinite.
+	// ErrInvalidLimit: a limit that cannot be enforced as stated: the zero
+	// Limit, a rate, count, burst or window ≤ 0, NaN or infinite, a rate
+	// faster than one event per nanosecond, or a limit that does not fit the
+	// state (burst × interval beyond 73 years, a count too large for a
+	// window's state word, a log beyond its largest ring). The message says
+	// which; package gcra has a sentinel for each of its own.
 	ErrInvalidLimit = gcra.ErrInvalidLimit
-	// ErrRateTooHigh: faster than one event per nanosecond.
-	ErrRateTooHigh = gcra.ErrRateTooHigh
-	// ErrInvalidBurst: a GCRA burst below 1.
-	ErrInvalidBurst = gcra.ErrInvalidBurst
-	// ErrInvalidPeriod: a window or slice length ≤ 0 or too long.
-	ErrInvalidPeriod = window.ErrInvalidPeriod
-	// ErrOverflow: a limit that does not fit the state (burst × interval
-	// beyond 73 years, a count too large for a window's state word, a log
-	// beyond its largest ring).
-	ErrOverflow = gcra.ErrOverflow
 	// ErrInvalidRule: the zero Rule, or Bands that nest, hold an Unlimited
 	// band, or put a SlidingLog band anywhere but last.
 	ErrInvalidRule = core.ErrInvalidRule
@@ -32,9 +26,9 @@ var (
 	// ErrCoarseTick: a GCRA rule whose (burst−1)·interval is shorter than
 	// the coarse clock's tick (WithCoarseClock).
 	ErrCoarseTick = core.ErrCoarseTick
-	// ErrInvalidMaxKeys: a negative key bound or an unknown FullPolicy.
-	ErrInvalidMaxKeys = core.ErrInvalidMaxKeys
-	// ErrOption: a keyed option given to a single-key limiter.
+	// ErrOption: a keyed option given to a single-key limiter, or an option
+	// with a value that makes no sense (a negative key bound, an unknown
+	// FullPolicy).
 	ErrOption = core.ErrOption
 	// ErrInvalidN: Reserve or Wait for n < 0 tokens.
 	ErrInvalidN = gcra.ErrInvalidN

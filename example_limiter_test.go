@@ -71,7 +71,7 @@ func ExampleNew_errors() {
 	_, err := atomiclimit.New(atomiclimit.PerSecond(0), 10)
 	fmt.Println(errors.Is(err, atomiclimit.ErrInvalidLimit), err)
 	_, err = atomiclimit.New(atomiclimit.PerSecond(100), 0)
-	fmt.Println(errors.Is(err, atomiclimit.ErrInvalidBurst), err)
+	fmt.Println(errors.Is(err, atomiclimit.ErrInvalidLimit), err)
 	// Output:
 	// true gcra: invalid limit: 0 events per period
 	// true gcra: invalid burst: 0 (must be at least 1; 1 means no burst)

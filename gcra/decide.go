@@ -32,7 +32,7 @@ type Decision struct {
 // Admit decides a request for n tokens at now against the stored state tat.
 // It returns the state to store and whether the request is admitted. When it
 // is denied, next == tat: a denial writes nothing. n = 0 is a peek: admitted
-// under every limit (DenyAll and Retired included) with next == tat, which
+// under every limit (DenyAll and a retired bucket included) with next == tat, which
 // the caller must not store either. For Unlimited, next is
 // max(tat, now); the buckets do not store it, so Unlimited writes nothing.
 //

@@ -38,11 +38,13 @@ var (
 var ErrUnavailable = errors.New("redisgcra: redis unavailable")
 
 // rateTooHigh is ErrRateTooHigh: its own message, and errors.Is matches
-// gcra.ErrRateTooHigh too.
+// gcra.ErrRateTooHigh and gcra.ErrInvalidLimit too (as gcra's own does).
 type rateTooHigh struct{}
 
 func (rateTooHigh) Error() string {
 	return "redisgcra: rate faster than one event per microsecond"
 }
 
-func (rateTooHigh) Is(target error) bool { return target == gcra.ErrRateTooHigh }
+func (rateTooHigh) Is(target error) bool {
+	return target == gcra.ErrRateTooHigh || target == gcra.ErrInvalidLimit
+}

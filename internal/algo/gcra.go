@@ -31,7 +31,7 @@ func (g *GCRA) Idle(state uint64, now int64) (int64, uint64, bool) {
 	return int64(state), state, int64(state) <= now
 }
 
-func (g *GCRA) Retired() uint64 { return uint64(gcra.Retired) }
+func (g *GCRA) Retired() uint64 { return uint64(RetiredTAT) }
 
 func (g *GCRA) Quota() Quota {
 	q := Quota{Kind: "gcra", Limit: g.P.Burst(), Window: g.P.Span(), IdleAfter: g.P.Span(), String: GCRAString(&g.P)}

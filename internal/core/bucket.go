@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // A Bucket is a GCRA rate limiter whose whole state is one atomic word: the
@@ -23,7 +24,7 @@ import (
 type Bucket struct {
 	// tat: bits 63..0 hold TAT ≥ 0 as an int64, always < 2^63 (gcra keeps
 	// every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60), or
-	// gcra.Retired (5.5·2^60) once a keyed map has removed the bucket.
+	// algo.RetiredTAT (5.5·2^60) once a keyed map has removed the bucket.
 	// TAT ≤ now means full; 0 is full.
 	tat atomic.Uint64
 }
@@ -133,20 +134,20 @@ func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
 }
 
 // TAT returns the stored theoretical arrival time (ns since the epoch), or
-// gcra.Retired.
+// algo.RetiredTAT.
 func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
 
-// retireFrom moves the bucket to gcra.Retired if its state is still tat, and
+// retireFrom moves the bucket to algo.RetiredTAT if its state is still tat, and
 // reports whether it did. A retired bucket denies every finite request and
-// never changes again (see gcra.Retired): a keyed map retires a cell before
+// never changes again (see algo.RetiredTAT): a keyed map retires a cell before
 // it removes it, so an admission racing with the removal either lands first,
 // and this CompareAndSwap fails, or fails itself and finds the cell retired.
 func (b *Bucket) retireFrom(tat int64) bool {
-	return tat != gcra.Retired && b.tat.CompareAndSwap(uint64(tat), uint64(gcra.Retired))
+	return tat != algo.RetiredTAT && b.tat.CompareAndSwap(uint64(tat), uint64(algo.RetiredTAT))
 }
 
 // IsRetired reports whether the bucket has been retired.
-func (b *Bucket) IsRetired() bool { return int64(b.tat.Load()) == gcra.Retired }
+func (b *Bucket) IsRetired() bool { return int64(b.tat.Load()) == algo.RetiredTAT }
 
 // cacheLine is the size the padding assumes: 64 bytes on amd64 and most arm64
 // cores. (xsync and the runtime use the same figure.)

@@ -96,10 +96,6 @@ func (c *cell) rule() *rule { return c.tier.Load().cur.Load() }
 // (Reserve, Wait) for a new key that a full limiter with RejectNew refuses.
 var ErrTooManyKeys = errors.New("atomiclimit: too many keys")
 
-// ErrInvalidMaxKeys is returned for a negative key bound or an unknown
-// FullPolicy.
-var ErrInvalidMaxKeys = errors.New("atomiclimit: invalid key bound")
-
 // NewKeyed returns a Keyed limiter whose keys get spec unless a tier says
 // otherwise. Unless WithSweepInterval(0) is given, it starts a background
 // sweeper; Close stops it, and so does the garbage collector once the
@@ -110,7 +106,7 @@ func NewKeyed[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 		o.apply(&cfg)
 	}
 	if !cfg.keyed.Valid() {
-		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v)", ErrInvalidMaxKeys, cfg.keyed.MaxKeys, cfg.keyed.Full)
+		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v): a negative bound or an unknown policy", ErrOption, cfg.keyed.MaxKeys, cfg.keyed.Full)
 	}
 	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
 	k.src = newSource(&cfg, k)

@@ -138,9 +138,9 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 
 func TestKeyedOptions(t *testing.T) {
 	_, err := core.NewKeyed[string](core.GCRA(gcra.PerSecond(1), 1), core.WithMaxKeys(-1, core.RejectNew))
-	require.ErrorIs(t, err, core.ErrInvalidMaxKeys)
+	require.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[string](core.GCRA(gcra.PerSecond(1), 1), core.WithMaxKeys(1, core.FullPolicy(9)))
-	require.ErrorIs(t, err, core.ErrInvalidMaxKeys)
+	require.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[string](core.GCRA(gcra.PerSecond(1), 0))
 	require.ErrorIs(t, err, gcra.ErrInvalidBurst)
 	_, err = core.NewKeyed[string](core.GCRA(gcra.PerSecond(1000000), 2), core.WithCoarseClock())

@@ -78,8 +78,9 @@ func newSource[T any](cfg *config, owner *T) timebase.Source {
 var ErrCoarseTick = errors.New("atomiclimit: (burst-1)·interval is shorter than the coarse clock's tick")
 
 // ErrOption is returned for an option given to a limiter it does not apply
-// to (the keyed options to a single-key limiter).
-var ErrOption = errors.New("atomiclimit: option does not apply")
+// to (the keyed options to a single-key limiter), or with a value that makes
+// no sense (a negative key bound, an unknown FullPolicy).
+var ErrOption = errors.New("atomiclimit: invalid option")
 
 // checkClock rejects parameters the clock cannot serve exactly.
 func checkClock(src *timebase.Source, p *gcra.Params) error {

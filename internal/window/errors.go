@@ -1,8 +1,6 @@
 package window
 
 import (
-	"errors"
-
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -15,11 +13,18 @@ import (
 var (
 	// ErrInvalidLimit: a count limit below 1.
 	ErrInvalidLimit = gcra.ErrInvalidLimit
-	// ErrInvalidPeriod: a window length ≤ 0 or longer than gcra.MaxSpan.
-	ErrInvalidPeriod = errors.New("atomiclimit: invalid window length")
+	// ErrInvalidPeriod: a window length ≤ 0 or longer than gcra.MaxSpan. It
+	// is an ErrInvalidLimit too.
+	ErrInvalidPeriod error = &periodError{}
 	// ErrOverflow: the count limit needs so many bits of the packed state
 	// word that the window index left beside it would wrap within the time
 	// range the limiter accepts (gcra.MaxNow); or a sliding log longer than
 	// MaxLogLimit slots.
 	ErrOverflow = gcra.ErrOverflow
 )
+
+// periodError is ErrInvalidPeriod: a kind of gcra.ErrInvalidLimit.
+type periodError struct{}
+
+func (*periodError) Error() string        { return "atomiclimit: invalid window length" }
+func (*periodError) Is(target error) bool { return target == gcra.ErrInvalidLimit }
