@@ -1,0 +1,211 @@
+package core_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
+)
+
+// keyedBands are the band combinations the keyed tests run: each kind of
+// band last (the one a removal retires), and a window band first.
+var keyedBands = map[string][]core.Rule{
+	"gcra+fixed": {core.GCRA(gcra.Every(20*time.Millisecond), 3), core.FixedWindow(5, 100*time.Millisecond)},
+	"fixed+counter+gcra": {
+		core.FixedWindowUTC(6, 100*time.Millisecond, 0),
+		core.SlidingCounter(4, 50*time.Millisecond),
+		core.GCRA(gcra.Every(10*time.Millisecond), 2),
+	},
+	"gcra+counter+log": {
+		core.GCRA(gcra.Every(10*time.Millisecond), 4),
+		core.SlidingCounter(5, 80*time.Millisecond),
+		core.SlidingLog(3, 60*time.Millisecond),
+	},
+}
+
+// A Keyed limiter decides every key as a single-key Limiter of the same
+// bands does, whether it keeps its keys or sweeps them after every step.
+func TestBandsKeyedMatchesLimiter(t *testing.T) {
+	for name, rules := range keyedBands {
+		t.Run(name, func(t *testing.T) {
+			evicted := uint64(0)
+			for seed := range uint64(30) {
+				rng := rand.New(rand.NewPCG(seed, 3))
+				clk := newFakeClock()
+				kept, err := core.NewKeyed[int](core.Bands(rules...), core.WithClock(clk), core.WithSweepInterval(0))
+				require.NoError(t, err)
+				swept, err := core.NewKeyed[int](core.Bands(rules...), core.WithClock(clk), core.WithSweepInterval(0))
+				require.NoError(t, err)
+				const keys = 4
+				singles := make([]*core.Limiter, keys)
+				for i := range singles {
+					singles[i], err = core.New(core.Bands(rules...), core.WithClock(clk))
+					require.NoError(t, err)
+				}
+				for step := range 300 {
+					now := clk.At(clk.Advance(time.Duration(rng.Int64N(int64(40 * time.Millisecond)))))
+					key, n := rng.IntN(keys), rng.IntN(3)
+					what := fmt.Sprintf("seed %d step %d key %d n %d", seed, step, key, n)
+					peek := singles[key].PeekAt(now, n)
+					require.Equal(t, peek, kept.PeekAt(key, now, n), "peek kept: "+what)
+					require.Equal(t, peek, swept.PeekAt(key, now, n), "peek swept: "+what)
+					want := singles[key].DecideAt(now, n)
+					require.Equal(t, want, kept.DecideAt(key, now, n), "kept: "+what)
+					require.Equal(t, want, swept.DecideAt(key, now, n), "swept: "+what)
+					swept.SweepAt(now)
+				}
+				evicted += swept.Stats().Evicted
+			}
+			require.Positive(t, evicted, "the swept limiter must really remove keys")
+		})
+	}
+}
+
+// Many goroutines on a few keys, the clock jumping, stale times and, every
+// few steps, a sweep (evict=sweep) or a retirement without removal of a
+// random key (evict=retire: the state a caller meets between a sweeper's two
+// steps, racing with admissions): the GCRA and log bands of every key keep
+// their bounds on the request times (B + d/T; N per rolling window), across
+// evictions.
+func TestBandsKeyedEvictionRace(t *testing.T) {
+	const (
+		interval = 50 * time.Microsecond
+		burst    = 3
+		logN     = 4
+		logW     = 400 * time.Microsecond
+	)
+	rule := core.Bands(
+		core.GCRA(gcra.Every(interval), burst),
+		core.SlidingCounter(6, 300*time.Microsecond),
+		core.SlidingLog(logN, logW),
+	)
+	for _, evict := range []string{"sweep", "retire"} {
+		t.Run("evict="+evict, func(t *testing.T) {
+			clk := newFakeClock()
+			k, err := core.NewKeyed[int](rule, core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			const keys = 3
+			var mu sync.Mutex
+			got := make([][]int64, keys)
+			var evictions, retired atomic.Int64
+			steps := 4000
+			if raceEnabled {
+				steps = 600
+			}
+			hammerEach(func(g int) int {
+				rng := rand.New(rand.NewPCG(uint64(g), 11))
+				for i := range steps {
+					step := time.Duration(rng.Int64N(int64(30 * time.Microsecond)))
+					if rng.IntN(16) == 0 {
+						step = 500 * time.Microsecond // every key goes idle
+					}
+					at := clk.Advance(step)
+					if rng.IntN(3) == 0 {
+						runtime.Gosched() // a stale now
+					}
+					key := rng.IntN(keys)
+					if k.AllowN(key, clk.At(at), 1) {
+						mu.Lock()
+						got[key] = append(got[key], int64(at))
+						mu.Unlock()
+					}
+					if i%4 == 0 {
+						evictions.Add(1)
+						if evict == "sweep" {
+							k.SweepAt(clk.Now())
+						} else if k.RetireKey(rng.IntN(keys), k.Nanos(clk.Now())) {
+							retired.Add(1)
+						}
+					}
+				}
+				return 0
+			})
+			st := k.Stats()
+			t.Logf("%d evictions, %d retired by RetireKey, %d cells evicted, %d created", evictions.Load(), retired.Load(), st.Evicted, st.Created)
+			if evict == "sweep" {
+				require.Positive(t, st.Evicted)
+			} else {
+				require.Positive(t, retired.Load())
+				require.Greater(t, st.Created, uint64(keys), "retired cells were replaced")
+			}
+			for key, ts := range got {
+				slices.Sort(ts)
+				checkGCRABound(t, ts, int64(interval), burst)
+				require.LessOrEqual(t, maxInWindow(ts, int64(logW)), logN, "key %d: log band", key)
+			}
+		})
+	}
+}
+
+// A cell whose last band the sweeper retired is replaced by the caller that
+// meets it; refunds of the earlier bands leave nothing behind.
+func TestBandsKeyedRetiredCellIsReplaced(t *testing.T) {
+	for name, rules := range keyedBands {
+		t.Run(name, func(t *testing.T) {
+			clk := newFakeClock()
+			k, err := core.NewKeyed[int](core.Bands(rules...), core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			require.True(t, k.AllowN(1, clk.Now(), 1))
+			now := clk.At(clk.Advance(time.Second))
+			require.True(t, k.RetireKey(1, k.Nanos(now)))
+			require.Equal(t, 1, k.Len())
+			assert.True(t, k.PeekAt(1, now, 1).Allowed)
+			assert.True(t, k.AllowN(1, now, 1))
+			assert.Equal(t, uint64(2), k.Stats().Created)
+			d := k.DecideAt(1, now, 1)
+			assert.True(t, d.Allowed)
+		})
+	}
+}
+
+func TestBandsKeyedOptionsAndErrors(t *testing.T) {
+	rule := core.Bands(keyedBands["gcra+fixed"]...)
+	_, err := core.New(rule, core.WithMaxKeys(3, core.RejectNew))
+	assert.ErrorIs(t, err, core.ErrOption)
+	_, err = core.NewKeyed[int](rule, core.WithMaxKeys(-1, core.RejectNew))
+	assert.ErrorIs(t, err, core.ErrInvalidMaxKeys)
+	_, err = core.NewKeyed[int](core.Bands(core.GCRA(gcra.Unlimited, 1), core.FixedWindow(5, time.Second)))
+	assert.ErrorIs(t, err, core.ErrInvalidRule)
+	_, err = core.NewKeyed[int](core.Bands())
+	assert.ErrorIs(t, err, core.ErrInvalidRule)
+
+	clk := newFakeClock()
+	k, err := core.NewKeyed[int](rule, core.WithClock(clk), core.WithSweepInterval(0), core.WithMaxKeys(2, core.RejectNew))
+	require.NoError(t, err)
+	require.True(t, k.AllowN(1, clk.Now(), 1))
+	require.True(t, k.AllowN(2, clk.Now(), 1))
+	d := k.DecideAt(3, clk.Now(), 1)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, 0, d.Remaining)
+	assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "the longest band takes a window to go idle")
+	assert.Equal(t, d.RetryAfter, d.TokenAfter)
+	assert.Equal(t, uint64(1), k.Stats().Rejected)
+	assert.True(t, k.AllowN(3, clk.At(clk.Advance(time.Second)), 1), "idle keys make room")
+}
+
+// Decisions on keys already present allocate nothing.
+func TestBandsKeyedAllocatesNothing(t *testing.T) {
+	clk := newFakeClock()
+	k, err := core.NewKeyed[string](core.Bands(keyedBands["gcra+counter+log"]...), core.WithClock(clk), core.WithSweepInterval(0))
+	require.NoError(t, err)
+	now := clk.Now()
+	require.True(t, k.AllowN("k", now, 1))
+	for name, fn := range map[string]func(){
+		"allow":  func() { k.Allow("k") },
+		"allowN": func() { k.AllowN("k", now, 1) },
+		"decide": func() { k.DecideAt("k", now, 1) },
+		"peek":   func() { k.PeekAt("k", now, 1) },
+	} {
+		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
+	}
+}
