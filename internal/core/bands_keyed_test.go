@@ -173,7 +173,7 @@ func TestBandsKeyedOptionsAndErrors(t *testing.T) {
 	_, err := core.New(rule, core.WithMaxKeys(3, core.RejectNew))
 	assert.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[int](rule, core.WithMaxKeys(-1, core.RejectNew))
-	assert.ErrorIs(t, err, core.ErrInvalidMaxKeys)
+	assert.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[int](core.Bands(core.GCRA(gcra.Unlimited, 1), core.FixedWindow(5, time.Second)))
 	assert.ErrorIs(t, err, core.ErrInvalidRule)
 	_, err = core.NewKeyed[int](core.Bands())

@@ -45,9 +45,18 @@ func newRule(spec Rule, src *timebase.Source) (*rule, error) {
 	r := &rule{spec: spec}
 	if spec.Kind == algo.KindBands {
 		if len(spec.Bands) < 2 {
-			// One band is that band: bands are for several.
+			// One band is that band: bands are for several. Its errors are
+			// a band's, as with several.
 			if len(spec.Bands) == 1 {
-				return newRule(spec.Bands[0], src)
+				b := spec.Bands[0]
+				if b.Kind == algo.KindBands {
+					return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
+				}
+				r, err := newRule(b, src)
+				if err != nil {
+					return nil, fmt.Errorf("%w: band 0 (%v): %w", ErrInvalidRule, b, err)
+				}
+				return r, nil
 			}
 			return nil, fmt.Errorf("%w: Bands with no band", ErrInvalidRule)
 		}
