@@ -27,7 +27,11 @@ func FixedWindowUTC(n int, period, offset time.Duration) Rule {
 
 // AnchoredWindow is at most n per window of length period, where each key's
 // window opens at its first admitted request and the whole quota comes back
-// period later (a hard limit per key, Azuga style).
+// period later (a hard limit per key). The window's end is kept to a
+// resolution of 2^(bits.Len(n)−2) ns at most, rounded up (32 ns for n up to
+// 127, 16 µs below 65,536): stricter, never looser. A tier of such a limiter
+// may change n only within the same power of two (the resolution depends on
+// it: ErrIncompatible otherwise).
 func AnchoredWindow(n int, period time.Duration) Rule { return core.AnchoredWindow(n, period) }
 
 // SlidingCounter is about n per rolling window of length period, estimated

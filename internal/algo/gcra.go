@@ -43,9 +43,9 @@ func (g *GCRA) Quota() Quota {
 
 func (g *GCRA) Layout() Layout { return Layout{Kind: "gcra"} }
 
-// GCRAString describes p, e.g. "100/1s burst 10".
+// GCRAString describes p, e.g. "gcra 100/1s burst 10".
 func GCRAString(p *gcra.Params) string {
-	return fmt.Sprintf("%v burst %d", p.Limit(), p.Burst())
+	return fmt.Sprintf("gcra %v burst %d", p.Limit(), p.Burst())
 }
 
 // NewGCRA returns the Algorithm of p.

@@ -25,7 +25,7 @@ func FixedWindowUTC(n int, period, offset time.Duration) Rule {
 }
 
 // AnchoredWindow is n per window of length period, each key's window
-// opening at its first admitted request.
+// opening at its first admitted request (see atomiclimit.AnchoredWindow).
 func AnchoredWindow(n int, period time.Duration) Rule {
 	return Rule{Kind: algo.KindAnchored, N: n, Period: period}
 }

@@ -34,10 +34,10 @@ import (
 //	|   window index (64−2s bits)  | prev (s bits) | cur (s bits)  |
 //	+------------------------------+---------------+---------------+
 //
-// with s = bits.Len(N). The state 0 is window 0 with both counts 0: the zero
-// cell is ready to use. NewCounterParams rejects limits whose index field
-// could wrap within gcra.MaxNow (MaxNow/W + 1 ≥ 2^(64−2s)), so the index
-// never wraps. That allows N < 2^16 per second, < 2^19 per minute, < 2^22
+// with s half the bits the window index leaves (the layout depends on the
+// window alone, as FixedParams'). The state 0 is window 0 with both counts
+// 0: the zero cell is ready to use. NewCounterParams rejects limits that
+// need more than s bits, so the index never wraps. That allows N < 2^16 per second, < 2^19 per minute, < 2^22
 // per hour and < 2^24 per day; ErrOverflow names the bits needed.
 type CounterParams struct {
 	limit  uint64 // N ≥ 1

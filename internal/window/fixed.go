@@ -21,14 +21,16 @@ import (
 //	|  window index (64−s bits)  |   count (s bits)  |
 //	+----------------------------+-------------------+
 //
-// where s = bits.Len(limit) is the fewest bits that hold every count up to
-// the limit. The state 0 is window 0 with nothing admitted, so the zero cell
-// is ready to use. NewFixedParams rejects a limit whose index field could
-// wrap within the time range the arithmetic accepts (MaxNow/period + 1 ≥
-// 2^(64−s)): the index never wraps, so a cell can be idle forever and still
-// be read right; the all-ones index is never reached either, and the
-// all-ones word is the retired state of a keyed cell (Retired). In practice: any limit below 2^32 for windows of 1 s or
-// more, below 2^22 for windows of 1 ms.
+// where the index takes bits.Len(MaxNow/period + 2) bits, enough that it
+// never wraps within the time range the arithmetic accepts and never
+// reaches the all-ones index, and the count s, every bit left. The layout
+// depends on the window alone, so a tier may change the limit and read the
+// counts an older limit wrote. The state 0 is window 0 with nothing
+// admitted, so the zero cell is ready to use; a cell can be idle forever and
+// still be read right; the all-ones word is the retired state of a keyed
+// cell (Retired). NewFixedParams rejects a limit that needs more than s
+// bits. In practice: any limit below 2^32 for windows of 1 s or more, below
+// 2^22 for windows of 1 ms.
 type FixedParams struct {
 	limit  uint64 // N ≥ 1
 	period int64  // W in ns, 1 ≤ W ≤ MaxSpan
@@ -63,13 +65,17 @@ func validate(n int, period time.Duration, start int64, counts uint) (uint, erro
 	if start < -int64(period) || start > int64(gcra.MaxNow) {
 		return 0, fmt.Errorf("%w: start %d outside [-period, MaxNow]", ErrInvalidPeriod, start)
 	}
-	shift := uint(bits.Len64(uint64(n)))
 	// The largest index: now ≤ MaxNow and start ≥ −period. It must stay
-	// below the all-ones index, which only the retired state has.
+	// below the all-ones index, which only the retired state has: the index
+	// field takes ib bits, and the counts share the rest. The layout depends
+	// on the window alone, not on n, so that a tier or a key may change n
+	// and still read the states the old n wrote.
 	maxIndex := uint64(gcra.MaxNow)/uint64(period) + 1
-	if counts*shift >= 64 || (maxIndex+1)>>(64-counts*shift) != 0 {
-		return 0, fmt.Errorf("%w: %d per %v leaves %d bits for the window index, which needs %d",
-			ErrOverflow, n, period, 64-int(min(counts*shift, 64)), bits.Len64(maxIndex))
+	ib := uint(bits.Len64(maxIndex + 1))
+	shift := (64 - ib) / counts
+	if need := uint(bits.Len64(uint64(n))); need > shift {
+		return 0, fmt.Errorf("%w: %d per %v needs %d bits per count; the window index leaves %d",
+			ErrOverflow, n, period, need, shift)
 	}
 	return shift, nil
 }
