@@ -84,7 +84,7 @@ func DefaultConfig() Config { return Config{SweepEvery: DefaultSweepInterval} }
 // Valid reports whether the key bound and policy make sense.
 func (c *Config) Valid() bool { return c.MaxKeys >= 0 && c.Full <= EvictStalest }
 
-// An EvictHook is told how many keys each step removed (atomicbucket.Hook
+// An EvictHook is told how many keys each step removed (atomiclimit.Hook
 // implements it).
 type EvictHook interface {
 	Evicted(policy string, keys int)
