@@ -79,14 +79,6 @@ func writeProblem(w http.ResponseWriter, status int, body []byte) {
 }
 
 // appendJSONString appends s, printable ASCII (policy names are checked),
-// as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '"')
-}
+// as a JSON string. For printable ASCII, JSON and Structured Fields quote
+// alike: a '"' and a '\\' are escaped with a backslash, nothing else.
+func appendJSONString(b []byte, s string) []byte { return appendSFString(b, s) }
