@@ -143,16 +143,8 @@ func (p *AnchoredParams) Decide(state uint64, now int64, n int) (next uint64, d 
 	if n == 0 {
 		d = p.State(state, now)
 	}
-	d.Allowed = ok
-	switch {
-	case ok:
-	case uint64(int64(n)-1) >= p.limit:
-		d.RetryAfter = gcra.Never
-	default:
-		f, _ := p.current(next, clampNow(now))
-		d.RetryAfter = time.Duration(p.end(f) - clampNow(now))
-	}
-	return next, d
+	f, _ := p.current(next, clampNow(now))
+	return next, windowDecision(d, ok, n, p.limit, p.end(f)-clampNow(now))
 }
 
 // State describes the cell whose state is state, at now, without a request.

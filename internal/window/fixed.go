@@ -140,17 +140,23 @@ func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok boo
 // TokenAfter is 0 while Remaining ≥ 1, else the time until the window ends.
 func (p *FixedParams) Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision) {
 	next, ok := p.Admit(state, now, n)
-	d = p.State(next, now)
+	w, _ := p.current(next, now)
+	return next, windowDecision(p.State(next, now), ok, n, p.limit, p.end(w)-now)
+}
+
+// windowDecision completes a window's decision d, which describes the state
+// after the call: admitted, or denied until the window ends (wait from now),
+// or never for n < 0 or n > limit.
+func windowDecision(d gcra.Decision, ok bool, n int, limit uint64, wait int64) gcra.Decision {
 	d.Allowed = ok
 	switch {
 	case ok:
-	case uint64(int64(n)-1) >= p.limit:
+	case uint64(int64(n)-1) >= limit:
 		d.RetryAfter = gcra.Never
 	default:
-		w, _ := p.current(next, now)
-		d.RetryAfter = time.Duration(p.end(w) - now)
+		d.RetryAfter = time.Duration(wait)
 	}
-	return next, d
+	return d
 }
 
 // State describes the cell whose state is state, at now, without a request.
