@@ -7,20 +7,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // The hot paths allocate nothing: admissions, denials, decisions and peeks,
 // on the limiters (clock read included) and on the cells.
 func TestHotPathsAllocateNothing(t *testing.T) {
 	clk := newFakeClock()
-	f, err := window.NewFixed(1<<20, time.Hour)
+	f, err := atomiclimit.NewRule(atomiclimit.FixedWindow(1<<20, time.Hour))
 	require.NoError(t, err)
-	c, err := window.NewCounter(1<<10, time.Hour)
+	c, err := atomiclimit.NewRule(atomiclimit.SlidingCounter(1<<10, time.Hour))
 	require.NoError(t, err)
-	l, err := window.NewLog(64, time.Hour)
+	l, err := atomiclimit.NewRule(atomiclimit.SlidingLog(64, time.Hour))
 	require.NoError(t, err)
-	fc, err := window.NewFixed(3, time.Hour, window.WithClock(clk))
+	fc, err := atomiclimit.NewRule(atomiclimit.FixedWindow(3, time.Hour), atomiclimit.WithClock(clk))
 	require.NoError(t, err)
 	now := clk.Now()
 	for name, fn := range map[string]func(){

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // Benchmarks per algorithm, named for benchstat:
 //
-//	go test ./window -run='^$' -bench=. -count=10 > new.txt
+//	go test ./internal/window -run='^$' -bench=. -count=10 > new.txt
 //	benchstat -col /algo new.txt
 //
 // path=allow admits every call: clock=monotonic calls Allow() on a limiter
@@ -37,11 +37,11 @@ func allowLimiter(b *testing.B, algo string) allower {
 	var err error
 	switch algo {
 	case "fixed":
-		l, err = window.NewFixed(1<<30, time.Hour)
+		l, err = atomiclimit.NewRule(atomiclimit.FixedWindow(1<<30, time.Hour))
 	case "counter":
-		l, err = window.NewCounter(1<<23, 24*time.Hour)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingCounter(1<<23, 24*time.Hour))
 	case "log":
-		l, err = window.NewLog(64, time.Nanosecond)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingLog(64, time.Nanosecond))
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -55,11 +55,11 @@ func pacedLimiter(b *testing.B, algo string) allower {
 	var err error
 	switch algo {
 	case "fixed":
-		l, err = window.NewFixed(1000, time.Second)
+		l, err = atomiclimit.NewRule(atomiclimit.FixedWindow(1000, time.Second))
 	case "counter":
-		l, err = window.NewCounter(1000, time.Second)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingCounter(1000, time.Second))
 	case "log":
-		l, err = window.NewLog(1000, time.Second)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingLog(1000, time.Second))
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -73,11 +73,11 @@ func denyLimiter(b *testing.B, algo string) allower {
 	var err error
 	switch algo {
 	case "fixed":
-		l, err = window.NewFixed(1, time.Hour)
+		l, err = atomiclimit.NewRule(atomiclimit.FixedWindow(1, time.Hour))
 	case "counter":
-		l, err = window.NewCounter(1, time.Hour)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingCounter(1, time.Hour))
 	case "log":
-		l, err = window.NewLog(1, time.Hour)
+		l, err = atomiclimit.NewRule(atomiclimit.SlidingLog(1, time.Hour))
 	}
 	if err != nil {
 		b.Fatal(err)

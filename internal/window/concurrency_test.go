@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 const goroutines = 16
@@ -67,9 +67,15 @@ func TestConcurrentRoundsAreExact(t *testing.T) {
 		name string
 		make func(clk *fakeClock) (lim, error)
 	}{
-		{"fixed", func(c *fakeClock) (lim, error) { return window.NewFixed(7, time.Second, window.WithClock(c)) }},
-		{"counter", func(c *fakeClock) (lim, error) { return window.NewCounter(7, time.Second, window.WithClock(c)) }},
-		{"log", func(c *fakeClock) (lim, error) { return window.NewLog(7, time.Second, window.WithClock(c)) }},
+		{"fixed", func(c *fakeClock) (lim, error) {
+			return atomiclimit.NewRule(atomiclimit.FixedWindow(7, time.Second), atomiclimit.WithClock(c))
+		}},
+		{"counter", func(c *fakeClock) (lim, error) {
+			return atomiclimit.NewRule(atomiclimit.SlidingCounter(7, time.Second), atomiclimit.WithClock(c))
+		}},
+		{"log", func(c *fakeClock) (lim, error) {
+			return atomiclimit.NewRule(atomiclimit.SlidingLog(7, time.Second), atomiclimit.WithClock(c))
+		}},
 	} {
 		t.Run("algo="+tc.name, func(t *testing.T) {
 			clk, seqClk := newFakeClock(), newFakeClock()
@@ -108,7 +114,7 @@ func TestFixedConcurrentPerWindowBound(t *testing.T) {
 	const limit = 5
 	period := time.Millisecond
 	clk := newFakeClock()
-	lim, err := window.NewFixed(limit, period, window.WithClock(clk))
+	lim, err := atomiclimit.NewRule(atomiclimit.FixedWindow(limit, period), atomiclimit.WithClock(clk))
 	require.NoError(t, err)
 	logs := hammer(func(g int) []admission {
 		var got []admission
@@ -152,7 +158,7 @@ func TestLogConcurrentRollingBound(t *testing.T) {
 	for _, limit := range []int{1, 4, 32} {
 		period := time.Duration(limit) * 50 * time.Microsecond
 		clk := newFakeClock()
-		lim, err := window.NewLog(limit, period, window.WithClock(clk))
+		lim, err := atomiclimit.NewRule(atomiclimit.SlidingLog(limit, period), atomiclimit.WithClock(clk))
 		require.NoError(t, err)
 		logs := hammer(func(g int) []int64 {
 			var got []int64
@@ -179,7 +185,7 @@ func TestLogConcurrentRollingBound(t *testing.T) {
 func TestLogConcurrentRealClock(t *testing.T) {
 	const limit = 8
 	period := 200 * time.Microsecond
-	lim, err := window.NewLog(limit, period)
+	lim, err := atomiclimit.NewRule(atomiclimit.SlidingLog(limit, period))
 	require.NoError(t, err)
 	var admitted atomic.Int64
 	base := time.Now() // monotonic differences, as the limiter reads them
@@ -211,7 +217,7 @@ func TestCounterConcurrentBounds(t *testing.T) {
 	const limit = 6
 	period := time.Millisecond
 	clk := newFakeClock()
-	lim, err := window.NewCounter(limit, period, window.WithClock(clk))
+	lim, err := atomiclimit.NewRule(atomiclimit.SlidingCounter(limit, period), atomiclimit.WithClock(clk))
 	require.NoError(t, err)
 	logs := hammer(func(g int) []admission {
 		var got []admission

@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // 10 per second: a timeline through the weighting of the previous window.
 func TestCounterTimeline(t *testing.T) {
 	const ms = time.Millisecond
-	lim, err := window.NewCounter(10, time.Second, window.WithClock(newFakeClock()))
+	lim, err := atomiclimit.NewRule(atomiclimit.SlidingCounter(10, time.Second), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	ref := newRefCounter(10, time.Second, 0)
 	for i, s := range []step{
@@ -131,15 +132,17 @@ func TestCounterErrors(t *testing.T) {
 		{1 << 19, time.Minute, window.ErrOverflow},
 		{1 << 24, 24 * time.Hour, window.ErrOverflow},
 	} {
-		_, err := window.NewCounter(tc.n, tc.period)
+		_, err := atomiclimit.NewRule(atomiclimit.SlidingCounter(tc.n, tc.period))
 		assert.ErrorIs(t, err, tc.err, "%d per %v", tc.n, tc.period)
+		_, err = window.NewCounterParams(tc.n, tc.period, 0)
+		assert.ErrorIs(t, err, tc.err, "params: %d per %v", tc.n, tc.period)
 	}
 	// The documented largest limits fit.
 	for _, tc := range []struct {
 		n      int
 		period time.Duration
 	}{{1<<16 - 1, time.Second}, {1<<19 - 1, time.Minute}, {1<<22 - 1, time.Hour}, {1<<24 - 1, 24 * time.Hour}} {
-		_, err := window.NewCounter(tc.n, tc.period)
+		_, err := atomiclimit.NewRule(atomiclimit.SlidingCounter(tc.n, tc.period))
 		assert.NoError(t, err, "%d per %v", tc.n, tc.period)
 	}
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 type step struct {
@@ -21,9 +22,9 @@ type step struct {
 	retry     time.Duration
 }
 
-// runFixed runs steps against a Fixed limiter on a fake clock (epoch t0)
-// and against the reference model.
-func runFixed(t *testing.T, lim *window.Fixed, ref *refFixed, steps []step) {
+// runFixed runs steps against a fixed-window limiter on a fake clock (epoch
+// t0) and against the reference model.
+func runFixed(t *testing.T, lim *atomiclimit.Limiter, ref *refFixed, steps []step) {
 	t.Helper()
 	for i, s := range steps {
 		d := lim.DecideAt(t0.Add(s.at), s.n)
@@ -41,7 +42,7 @@ func runFixed(t *testing.T, lim *window.Fixed, ref *refFixed, steps []step) {
 // stale now after the boundary, a jump back, a long idle and bad n.
 func TestFixedTimeline(t *testing.T) {
 	const ms = time.Millisecond
-	lim, err := window.NewFixed(3, time.Second, window.WithClock(newFakeClock()))
+	lim, err := atomiclimit.NewRule(atomiclimit.FixedWindow(3, time.Second), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	runFixed(t, lim, newRefFixed(3, time.Second, 0), []step{
 		{at: 0, n: 1, ok: true, remaining: 2},
@@ -64,7 +65,7 @@ func TestFixedTimeline(t *testing.T) {
 func TestFixedUTCAlignment(t *testing.T) {
 	clk := newFakeClock()
 	clk.Set(18 * time.Hour)
-	lim, err := window.NewFixed(2, 24*time.Hour, window.WithClock(clk), window.WithAlign(window.AlignUTC(0)))
+	lim, err := atomiclimit.NewRule(atomiclimit.FixedWindowUTC(2, 24*time.Hour, 0), atomiclimit.WithClock(clk))
 	require.NoError(t, err)
 	evening := t0.Add(18 * time.Hour)
 	assert.True(t, lim.AllowN(evening, 2))
@@ -76,7 +77,7 @@ func TestFixedUTCAlignment(t *testing.T) {
 
 	// Weeks from Monday 00:00 UTC (1970-01-01 was a Thursday): 2026-01-01 is
 	// a Thursday, so the week containing it ends on Monday 2026-01-05.
-	wk, err := window.NewFixed(1, 7*24*time.Hour, window.WithClock(newFakeClock()), window.WithAlign(window.AlignUTC(4*24*time.Hour)))
+	wk, err := atomiclimit.NewRule(atomiclimit.FixedWindowUTC(1, 7*24*time.Hour, 4*24*time.Hour), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	assert.True(t, wk.AllowN(t0, 1))
 	assert.Equal(t, 4*24*time.Hour, wk.DecideAt(t0, 1).RetryAfter)
@@ -120,7 +121,7 @@ func TestFixedMatchesReference(t *testing.T) {
 // shorter than W across a boundary.
 func TestFixedBoundaryBurst(t *testing.T) {
 	const n = 10
-	lim, err := window.NewFixed(n, time.Minute, window.WithClock(newFakeClock()))
+	lim, err := atomiclimit.NewRule(atomiclimit.FixedWindow(n, time.Minute), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	var admitted []int64
 	for _, at := range []time.Duration{time.Minute - time.Millisecond, time.Minute} {
@@ -163,23 +164,23 @@ func TestFixedErrors(t *testing.T) {
 		{1 << 22, time.Millisecond, window.ErrOverflow}, // needs 42 index bits, has 41
 		{1 << 30, time.Microsecond, window.ErrOverflow}, // 33 index bits, needs 52
 	} {
-		_, err := window.NewFixed(tc.n, tc.period)
+		_, err := atomiclimit.NewRule(atomiclimit.FixedWindow(tc.n, tc.period))
 		assert.ErrorIs(t, err, tc.err, "%d per %v", tc.n, tc.period)
 		if err != nil {
-			assert.Contains(t, err.Error(), "window: ")
+			// The sentinel, wrapped with the details.
+			assert.Contains(t, err.Error(), tc.err.Error()+": ", "%d per %v", tc.n, tc.period)
 		}
+		// The engine's own constructor returns the same errors.
+		_, err = window.NewFixedParams(tc.n, tc.period, 0)
+		assert.ErrorIs(t, err, tc.err, "params: %d per %v", tc.n, tc.period)
 	}
-	_, err := window.NewFixed(1<<22-1, time.Millisecond)
+	_, err := atomiclimit.NewRule(atomiclimit.FixedWindow(1<<22-1, time.Millisecond))
 	assert.NoError(t, err, "2^22−1 per ms fits")
 	if strconv.IntSize == 64 {
 		var big uint64 = 1<<32 - 1 // a variable: the constant overflows int on 386
-		_, err = window.NewFixed(int(big), time.Second)
+		_, err = atomiclimit.NewRule(atomiclimit.FixedWindow(int(big), time.Second))
 		assert.NoError(t, err, "2^32−1 per second fits")
 	}
-	_, err = window.NewCounter(1, time.Second, window.WithAlign(window.AlignStart))
-	assert.ErrorIs(t, err, window.ErrOption)
-	_, err = window.NewLog(1, time.Second, window.WithAlign(window.AlignStart))
-	assert.ErrorIs(t, err, window.ErrOption)
 }
 
 // The largest index and count never collide: at the end of the time range,
@@ -210,12 +211,19 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 		DecideAt(string, time.Time, int) gcra.Decision
 		Len() int
 	}
-	f, _ := window.NewFixed(2, time.Second, window.WithClock(newFakeClock()))
-	c, _ := window.NewCounter(2, time.Second, window.WithClock(newFakeClock()))
-	l, _ := window.NewLog(2, time.Second, window.WithClock(newFakeClock()))
-	kf, _ := window.NewKeyedFixed[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
-	kc, _ := window.NewKeyedCounter[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
-	kl, _ := window.NewKeyedLog[string](2, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+	mkSingle := func(r atomiclimit.Rule) *atomiclimit.Limiter {
+		l, err := atomiclimit.NewRule(r, atomiclimit.WithClock(newFakeClock()))
+		require.NoError(t, err)
+		return l
+	}
+	mkKeyed := func(r atomiclimit.Rule) *atomiclimit.Keyed[string] {
+		k, err := atomiclimit.NewKeyedRule[string](r, atomiclimit.WithClock(newFakeClock()), atomiclimit.WithSweepInterval(0))
+		require.NoError(t, err)
+		return k
+	}
+	f, kf := mkSingle(atomiclimit.FixedWindow(2, time.Second)), mkKeyed(atomiclimit.FixedWindow(2, time.Second))
+	c, kc := mkSingle(atomiclimit.SlidingCounter(2, time.Second)), mkKeyed(atomiclimit.SlidingCounter(2, time.Second))
+	l, kl := mkSingle(atomiclimit.SlidingLog(2, time.Second)), mkKeyed(atomiclimit.SlidingLog(2, time.Second))
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name string

@@ -9,14 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // 3 per second, exact: a timeline with a stale now and a jump back.
 func TestLogTimeline(t *testing.T) {
 	const ms = time.Millisecond
-	lim, err := window.NewLog(3, time.Second, window.WithClock(newFakeClock()))
+	lim, err := atomiclimit.NewRule(atomiclimit.SlidingLog(3, time.Second), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	ref := newRefLog(3, time.Second)
 	for i, s := range []step{
@@ -88,7 +89,7 @@ func TestLogMatchesReference(t *testing.T) {
 // first N.
 func TestLogNoBoundaryBurst(t *testing.T) {
 	const n = 10
-	lim, err := window.NewLog(n, time.Minute, window.WithClock(newFakeClock()))
+	lim, err := atomiclimit.NewRule(atomiclimit.SlidingLog(n, time.Minute), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	var admitted []int64
 	for _, at := range []time.Duration{time.Minute - time.Millisecond, time.Minute, 2*time.Minute - 2*time.Millisecond, 2*time.Minute - time.Millisecond} {
@@ -103,13 +104,24 @@ func TestLogNoBoundaryBurst(t *testing.T) {
 }
 
 func TestLogErrors(t *testing.T) {
-	_, err := window.NewLog(0, time.Second)
-	assert.ErrorIs(t, err, window.ErrInvalidLimit)
-	_, err = window.NewLog(1, 0)
-	assert.ErrorIs(t, err, window.ErrInvalidPeriod)
-	_, err = window.NewLog(window.MaxLogLimit+1, time.Second)
-	assert.ErrorIs(t, err, window.ErrOverflow)
-	assert.Contains(t, err.Error(), "window: ")
+	for _, tc := range []struct {
+		n      int
+		period time.Duration
+		err    error
+	}{
+		{0, time.Second, window.ErrInvalidLimit},
+		{1, 0, window.ErrInvalidPeriod},
+		{window.MaxLogLimit + 1, time.Second, window.ErrOverflow},
+	} {
+		_, err := atomiclimit.NewRule(atomiclimit.SlidingLog(tc.n, tc.period))
+		assert.ErrorIs(t, err, tc.err, "%d per %v", tc.n, tc.period)
+		if err != nil {
+			// The sentinel, wrapped with the details.
+			assert.Contains(t, err.Error(), tc.err.Error()+": ", "%d per %v", tc.n, tc.period)
+		}
+		_, err = window.NewLogParams(tc.n, tc.period)
+		assert.ErrorIs(t, err, tc.err, "params: %d per %v", tc.n, tc.period)
+	}
 }
 
 // The zero LogRing has no slots: every call denies (RetryAfter gcra.Never)
@@ -139,14 +151,14 @@ var logPeekTimeline = []time.Duration{0, 0, 400 * time.Millisecond, 999 * time.M
 
 // The log's Peek describes the state after its hypothetical admission, so
 // it equals the Decide that follows at the same instant (Remaining,
-// ResetAfter and TokenAfter included), for the single-key Log and the
-// KeyedLog, N = 3 and N = 1. Before the fix an admitted peek reported
+// ResetAfter and TokenAfter included), for the single-key sliding log and
+// the keyed one, N = 3 and N = 1. Before the fix an admitted peek reported
 // Remaining one higher (and TokenAfter 0 where Decide then reported a wait).
 func TestLogPeekMatchesDecide(t *testing.T) {
 	for _, limit := range []int{3, 1} {
-		lim, err := window.NewLog(limit, time.Second, window.WithClock(newFakeClock()))
+		lim, err := atomiclimit.NewRule(atomiclimit.SlidingLog(limit, time.Second), atomiclimit.WithClock(newFakeClock()))
 		require.NoError(t, err)
-		k, err := window.NewKeyedLog[string](limit, time.Second, window.WithClock(newFakeClock()), window.WithSweepInterval(0))
+		k, err := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(limit, time.Second), atomiclimit.WithClock(newFakeClock()), atomiclimit.WithSweepInterval(0))
 		require.NoError(t, err)
 		for i, at := range logPeekTimeline {
 			now := t0.Add(at)

@@ -1,22 +1,19 @@
-package window_test
+package atomiclimit_test
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // A daily quota that resets at 00:00 UTC, for a limiter created in the
 // evening. Explicit instants keep the output independent of the wall clock.
-func ExampleFixed_DecideAt() {
+func ExampleFixedWindowUTC() {
 	created := time.Date(2026, 1, 1, 18, 0, 0, 0, time.UTC)
-	day, _ := window.NewFixed(2, 24*time.Hour,
-		window.WithClock(fixedClock{created}), window.WithAlign(window.AlignUTC(0)))
+	day, _ := atomiclimit.NewRule(atomiclimit.FixedWindowUTC(2, 24*time.Hour, 0),
+		atomiclimit.WithClock(fixedClock{created}))
 	for _, at := range []time.Time{created, created.Add(time.Hour), created.Add(2 * time.Hour), created.Add(6 * time.Hour)} {
 		d := day.DecideAt(at, 1)
 		fmt.Printf("%s allowed=%v remaining=%d retry=%v\n", at.Format("Jan 2 15:04"), d.Allowed, d.Remaining, d.RetryAfter)
@@ -30,10 +27,10 @@ func ExampleFixed_DecideAt() {
 
 // The fixed window's boundary burst, and the exact log's answer to the same
 // traffic: 3 per minute, 3 requests a moment before a boundary and 3 at it.
-func ExampleLog() {
+func ExampleSlidingLog() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	fixed, _ := window.NewFixed(3, time.Minute, window.WithClock(fixedClock{t0}))
-	exact, _ := window.NewLog(3, time.Minute, window.WithClock(fixedClock{t0}))
+	fixed, _ := atomiclimit.NewRule(atomiclimit.FixedWindow(3, time.Minute), atomiclimit.WithClock(fixedClock{t0}))
+	exact, _ := atomiclimit.NewRule(atomiclimit.SlidingLog(3, time.Minute), atomiclimit.WithClock(fixedClock{t0}))
 	count := func(allow func(time.Time, int) bool) (k int) {
 		for _, at := range []time.Duration{59 * time.Second, 60 * time.Second} {
 			for range 3 {
@@ -55,9 +52,9 @@ func ExampleLog() {
 
 // The sliding-window counter weighs the previous window by how much of it
 // is still inside the rolling window.
-func ExampleCounter_DecideAt() {
+func ExampleSlidingCounter() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	c, _ := window.NewCounter(10, time.Second, window.WithClock(fixedClock{t0}))
+	c, _ := atomiclimit.NewRule(atomiclimit.SlidingCounter(10, time.Second), atomiclimit.WithClock(fixedClock{t0}))
 	c.AllowN(t0, 10) // the first window, full
 	for _, at := range []time.Duration{1000 * time.Millisecond, 1250 * time.Millisecond, 1250 * time.Millisecond} {
 		d := c.DecideAt(t0.Add(at), 2)
@@ -69,13 +66,22 @@ func ExampleCounter_DecideAt() {
 	// at 1.25s: allowed=false remaining=0 retry=150ms
 }
 
+// settableClock is a Clock that moves only when set; safe for concurrent use.
+type settableClock struct {
+	base time.Time
+	ns   atomic.Int64
+}
+
+func (c *settableClock) Now() time.Time      { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *settableClock) Set(d time.Duration) { c.ns.Store(int64(d)) }
+
 // A keyed exact sliding log: at most 2 requests per API key in any rolling
 // minute, each key on its own; an idle key is removed and comes back fresh.
-func ExampleKeyedLog() {
+func ExampleNewKeyedRule() {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := newFakeClock() // at t0; a sweep never looks past the limiter's clock
-	lim, _ := window.NewKeyedLog[string](2, time.Minute,
-		window.WithClock(clk), window.WithSweepInterval(0))
+	clk := &settableClock{base: t0} // a sweep never looks past the limiter's clock
+	lim, _ := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(2, time.Minute),
+		atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
 	defer lim.Close()
 	for _, r := range []struct {
 		key string
