@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // refAnchored is the reference anchored window, written from the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/window"
+	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
 // refRolling is the reference rolling window: a map from slice to count
