@@ -172,7 +172,7 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 // falls to 0 is no longer open: the next request opens one at its own time
 // (no earlier than the refunded anchor), as if the refunded admission had
 // never been made.
-func (p *AnchoredParams) Refund(state, admitted uint64, n int) (uint64, bool) {
+func (p *AnchoredParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
 	if state == Retired || state>>p.shift != admitted>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
 		return state, false
 	}

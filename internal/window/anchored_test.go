@@ -183,7 +183,7 @@ func runAnchored(t *testing.T, n int, w int64, steps []fuzzStep, refunds []bool)
 		}
 		state = next
 		if i < len(refunds) && refunds[i] && pending.n > 0 && pending.stored != next {
-			back, ok := p.Refund(state, pending.stored, pending.n)
+			back, ok := p.Refund(state, pending.stored, 0, pending.n)
 			if ok {
 				ref.refund(pending.n)
 				perWindow[pending.anchor] -= pending.n
@@ -301,7 +301,7 @@ func TestAnchoredConcurrentBound(t *testing.T) {
 						if i%13 == 0 {
 							for {
 								cur := word.Load()
-								back, ok := p.Refund(cur, next, k)
+								back, ok := p.Refund(cur, next, 0, k)
 								if !ok {
 									break
 								}

@@ -2,7 +2,6 @@ package window
 
 import (
 	"math/bits"
-	"sync/atomic"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -217,7 +216,7 @@ func (p *CounterParams) settle(c, room uint64) int64 {
 // previous one. Counts add, so this leaves exactly the counts of the other
 // admissions; once the window has left the estimate there is nothing to give
 // back. It returns the state to store and whether there is anything to store.
-func (p *CounterParams) Refund(state, admitted uint64, n int) (uint64, bool) {
+func (p *CounterParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
 	if uint64(int64(n)-1) >= p.limit {
 		return state, false
 	}
@@ -253,66 +252,3 @@ func (p *CounterParams) Idle(state uint64, now int64) (from int64, floor uint64,
 	i := p.idleIndex(state)
 	return p.start + int64(i)*p.period, i << (2 * p.shift), p.index(now) >= i
 }
-
-// A CounterCell is the state of one sliding-window-counter limit: one atomic
-// word (see CounterParams for the layout). The zero CounterCell is ready to
-// use. It is safe for concurrent use; its methods never block or allocate,
-// and a denial writes nothing. It must not be copied after first use.
-type CounterCell struct {
-	state atomic.Uint64
-}
-
-// AllowN reports whether n events are admitted at now under p, and counts
-// them if so.
-func (c *CounterCell) AllowN(p *CounterParams, now int64, n int) bool {
-	_, ok := c.AdmitN(p, now, n)
-	return ok
-}
-
-// AdmitN is AllowN that also returns the state it stored, for Refund.
-func (c *CounterCell) AdmitN(p *CounterParams, now int64, n int) (admitted uint64, ok bool) {
-	for {
-		old := c.state.Load()
-		next, ok := p.Admit(old, now, n)
-		if !ok {
-			return 0, false
-		}
-		if n == 0 || c.state.CompareAndSwap(old, next) { // n = 0: a peek stores nothing
-			return next, true
-		}
-	}
-}
-
-// DecideN is AllowN with the whole decision.
-func (c *CounterCell) DecideN(p *CounterParams, now int64, n int) gcra.Decision {
-	for {
-		old := c.state.Load()
-		next, d := p.Decide(old, now, n)
-		if !d.Allowed || n == 0 || c.state.CompareAndSwap(old, next) { // denials and peeks store nothing
-			return d
-		}
-	}
-}
-
-// PeekN returns the decision AllowN would make, without counting anything.
-func (c *CounterCell) PeekN(p *CounterParams, now int64, n int) gcra.Decision {
-	_, d := p.Decide(c.state.Load(), now, n)
-	return d
-}
-
-// Refund gives back the n events of the admission that stored admitted.
-func (c *CounterCell) Refund(p *CounterParams, admitted uint64, n int) bool {
-	for {
-		old := c.state.Load()
-		back, ok := p.Refund(old, admitted, n)
-		if !ok {
-			return false
-		}
-		if c.state.CompareAndSwap(old, back) {
-			return true
-		}
-	}
-}
-
-// Load returns the packed state (for tests and diagnostics).
-func (c *CounterCell) Load() uint64 { return c.state.Load() }

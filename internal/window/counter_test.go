@@ -45,7 +45,7 @@ func TestCounterTimeline(t *testing.T) {
 // checkCounterStep compares one decision with the reference and checks the
 // retry-after by its definition: the same request at now + RetryAfter fits,
 // and one nanosecond earlier it does not (both peeked, writing nothing).
-func checkCounterStep(t *testing.T, p *window.CounterParams, cell *window.CounterCell, ref *refCounter, now int64, n int, what string) (d gcra.Decision) {
+func checkCounterStep(t *testing.T, p *window.CounterParams, cell *wordCell, ref *refCounter, now int64, n int, what string) (d gcra.Decision) {
 	t.Helper()
 	before := cell.Load()
 	d = cell.DecideN(p, now, n)
@@ -75,7 +75,7 @@ func TestCounterMatchesReference(t *testing.T) {
 		start := rng.Int64N(int64(period))
 		p := mustCounter(t, limit, period, start)
 		ref := newRefCounter(limit, period, start)
-		var cell window.CounterCell
+		var cell wordCell
 		now := int64(0)
 		for i := 0; i < 200; i++ {
 			now = max(now+rng.Int64N(int64(period))-int64(period)/4, 0)
@@ -92,7 +92,7 @@ func TestCounterWorstCase(t *testing.T) {
 	const n = 10
 	w := int64(time.Second)
 	p := mustCounter(t, n, time.Second, 0)
-	var cell window.CounterCell
+	var cell wordCell
 	var admitted []int64
 	for _, at := range []int64{w - 1, 2*w - 2} {
 		for cell.AllowN(p, at, 1) {
@@ -106,7 +106,7 @@ func TestCounterWorstCase(t *testing.T) {
 func TestCounterRefund(t *testing.T) {
 	w := int64(time.Second)
 	p := mustCounter(t, 4, time.Second, 0)
-	var cell window.CounterCell
+	var cell wordCell
 	tok, ok := cell.AdmitN(p, 0, 3)
 	require.True(t, ok)
 	require.True(t, cell.AllowN(p, w, 1), "the next window: prev 3 at full weight, 1 left")

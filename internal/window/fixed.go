@@ -3,7 +3,6 @@ package window
 import (
 	"fmt"
 	"math/bits"
-	"sync/atomic"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -179,7 +178,7 @@ func (p *FixedParams) State(state uint64, now int64) gcra.Decision {
 // counts add, so removing n from a count that includes the refunded
 // admission leaves exactly the count of the other admissions in that window;
 // and once the window has been replaced there is nothing to give back.
-func (p *FixedParams) Refund(state, admitted uint64, n int) (uint64, bool) {
+func (p *FixedParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
 	if state>>p.shift != admitted>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
 		return state, false
 	}
@@ -214,71 +213,3 @@ func (p *FixedParams) Idle(state uint64, now int64) (from int64, floor uint64, o
 	i := p.idleIndex(state)
 	return p.start + int64(i)*p.period, i << p.shift, p.index(now) >= i
 }
-
-// A FixedCell is the state of one fixed-window limit: one atomic word
-// (see FixedParams for the layout). The zero FixedCell is ready to use. It
-// is safe for concurrent use; its methods never block or allocate, and a
-// denial writes nothing. A FixedCell must not be copied after first use. In
-// Go memory-model terms, an admission (a successful CompareAndSwap)
-// synchronizes before every later call that observes the state it stored.
-type FixedCell struct {
-	state atomic.Uint64
-}
-
-// AllowN reports whether n events are admitted at now under p, and counts
-// them if so.
-func (c *FixedCell) AllowN(p *FixedParams, now int64, n int) bool {
-	_, ok := c.AdmitN(p, now, n)
-	return ok
-}
-
-// AdmitN is AllowN that also returns the state it stored, for Refund.
-func (c *FixedCell) AdmitN(p *FixedParams, now int64, n int) (admitted uint64, ok bool) {
-	for {
-		old := c.state.Load()
-		next, ok := p.Admit(old, now, n)
-		if !ok {
-			return 0, false // a denial stores nothing
-		}
-		if n == 0 || c.state.CompareAndSwap(old, next) { // n = 0: a peek stores nothing
-			return next, true
-		}
-		// Lost a race: decide again on the winner's state. The index only
-		// grows, so a now that went stale meanwhile cannot rewind it.
-	}
-}
-
-// DecideN is AllowN with the whole decision.
-func (c *FixedCell) DecideN(p *FixedParams, now int64, n int) gcra.Decision {
-	for {
-		old := c.state.Load()
-		next, d := p.Decide(old, now, n)
-		if !d.Allowed || n == 0 || c.state.CompareAndSwap(old, next) { // denials and peeks store nothing
-			return d
-		}
-	}
-}
-
-// PeekN returns the decision AllowN would make, without counting anything.
-func (c *FixedCell) PeekN(p *FixedParams, now int64, n int) gcra.Decision {
-	_, d := p.Decide(c.state.Load(), now, n)
-	return d
-}
-
-// Refund gives back the n events of the admission that stored admitted
-// (see FixedParams.Refund), and reports whether it did.
-func (c *FixedCell) Refund(p *FixedParams, admitted uint64, n int) bool {
-	for {
-		old := c.state.Load()
-		back, ok := p.Refund(old, admitted, n)
-		if !ok {
-			return false
-		}
-		if c.state.CompareAndSwap(old, back) {
-			return true
-		}
-	}
-}
-
-// Load returns the packed state (for tests and diagnostics).
-func (c *FixedCell) Load() uint64 { return c.state.Load() }

@@ -105,7 +105,7 @@ func TestFixedMatchesReference(t *testing.T) {
 		start := rng.Int64N(int64(period)) - int64(period)/2
 		p := mustFixed(t, limit, period, start)
 		ref := newRefFixed(limit, period, start)
-		var cell window.FixedCell
+		var cell wordCell
 		now := int64(0)
 		for i := 0; i < 200; i++ {
 			now = max(now+rng.Int64N(int64(period))-int64(period)/4, 0)
@@ -135,7 +135,7 @@ func TestFixedBoundaryBurst(t *testing.T) {
 
 func TestFixedRefund(t *testing.T) {
 	p := mustFixed(t, 5, time.Second, 0)
-	var cell window.FixedCell
+	var cell wordCell
 	tok, ok := cell.AdmitN(p, 0, 3)
 	require.True(t, ok)
 	_, ok = cell.AdmitN(p, 0, 2)
@@ -187,7 +187,7 @@ func TestFixedErrors(t *testing.T) {
 // with the largest count, the state still decodes to the right window.
 func TestFixedLayoutAtLimits(t *testing.T) {
 	p := mustFixed(t, 1<<22-1, time.Millisecond, -int64(time.Millisecond))
-	var cell window.FixedCell
+	var cell wordCell
 	last := int64(gcra.MaxNow)
 	require.True(t, cell.AllowN(p, last, 1<<22-1))
 	assert.False(t, cell.AllowN(p, last, 1))

@@ -48,7 +48,7 @@ func FuzzFixed(f *testing.F) {
 		require.NoError(t, err)
 		p := &pv
 		ref := newRefFixed(int(limit), time.Duration(w), start)
-		var cell window.FixedCell
+		var cell wordCell
 		perWindow := map[int64]int{}
 		for i, s := range decodeOps(int(limit), w, start, ops) {
 			d := cell.DecideN(p, s.now, s.n)
@@ -79,7 +79,7 @@ func FuzzCounter(f *testing.F) {
 		require.NoError(t, err)
 		p := &pv
 		ref := newRefCounter(int(limit), time.Duration(w), 0)
-		var cell window.CounterCell
+		var cell wordCell
 		var admitted []int64
 		perWindow := map[int64]int{}
 		for i, s := range decodeOps(int(limit), w, 0, ops) {

@@ -1,12 +1,15 @@
 package window_test
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
@@ -61,3 +64,43 @@ func maxInWindow(ts []int64, w int64) int {
 	}
 	return best
 }
+
+// wordCell is one fixed-window or sliding-counter state on the one
+// CompareAndSwap loop every one-word rule shares (algo.Word), as the
+// limiters hold it.
+type wordCell struct{ w atomic.Uint64 }
+
+func (c *wordCell) alg(p any) algo.Algorithm {
+	switch p := p.(type) {
+	case *window.FixedParams:
+		return window.FixedAlgorithm(*p)
+	case *window.CounterParams:
+		return window.CounterAlgorithm(*p)
+	}
+	panic(fmt.Sprintf("no window algorithm for %T", p))
+}
+
+func (c *wordCell) state() algo.State { return algo.State{Word: &c.w} }
+
+func (c *wordCell) AdmitN(p any, now int64, n int) (uint64, bool) {
+	return c.alg(p).Admit(c.state(), now, n)
+}
+
+func (c *wordCell) AllowN(p any, now int64, n int) bool {
+	_, ok := c.AdmitN(p, now, n)
+	return ok
+}
+
+func (c *wordCell) DecideN(p any, now int64, n int) gcra.Decision {
+	return c.alg(p).Decide(c.state(), now, n, false)
+}
+
+func (c *wordCell) PeekN(p any, now int64, n int) gcra.Decision {
+	return c.alg(p).Decide(c.state(), now, n, true)
+}
+
+func (c *wordCell) Refund(p any, stored uint64, n int) bool {
+	return c.alg(p).Refund(c.state(), stored, 0, n)
+}
+
+func (c *wordCell) Load() uint64 { return c.w.Load() }

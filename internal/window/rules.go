@@ -8,67 +8,61 @@ import (
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
-// The window algorithms behind the one contract (algo.WordRule): the
-// fixed window and the sliding counter are one-word rules.
-
-type fixedRule struct{ p FixedParams }
+// The window algorithms behind the one contract: the fixed windows and the
+// sliding counter are one-word rules (algo.WordRule: their Params have the
+// pure decision methods, and these the rest); the log and the rolling
+// window keep rings of their own.
 
 // FixedAlgorithm returns p as an algo.Algorithm.
-func FixedAlgorithm(p FixedParams) algo.Algorithm { return algo.Word(&fixedRule{p}) }
-
-func (r *fixedRule) Admit(state uint64, now int64, n int) (uint64, bool) {
-	return r.p.Admit(state, now, n)
-}
-
-func (r *fixedRule) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
-	return r.p.Decide(state, now, n)
-}
-
-func (r *fixedRule) Refund(state, stored uint64, _ int64, n int) (uint64, bool) {
-	return r.p.Refund(state, stored, n)
-}
-
-func (r *fixedRule) Idle(state uint64, now int64) (int64, uint64, bool) { return r.p.Idle(state, now) }
-func (r *fixedRule) Retired() uint64                                    { return Retired }
-
-func (r *fixedRule) Quota() algo.Quota {
-	return algo.Quota{Kind: "fixed", Limit: int(r.p.limit), Window: time.Duration(r.p.period),
-		IdleAfter: time.Duration(r.p.period), String: r.p.String()}
-}
-
-func (r *fixedRule) Layout() algo.Layout {
-	return algo.Layout{Kind: "fixed", Period: r.p.period, Start: r.p.start, Shift: r.p.shift}
-}
-
-type counterRule struct{ p CounterParams }
+func FixedAlgorithm(p FixedParams) algo.Algorithm { return algo.Word(&p) }
 
 // CounterAlgorithm returns p as an algo.Algorithm.
-func CounterAlgorithm(p CounterParams) algo.Algorithm { return algo.Word(&counterRule{p}) }
+func CounterAlgorithm(p CounterParams) algo.Algorithm { return algo.Word(&p) }
 
-func (r *counterRule) Admit(state uint64, now int64, n int) (uint64, bool) {
-	return r.p.Admit(state, now, n)
+// AnchoredAlgorithm returns p as an algo.Algorithm.
+func AnchoredAlgorithm(p AnchoredParams) algo.Algorithm { return algo.Word(&p) }
+
+// Retired is the retired state of every window word: see Retired.
+func (p *FixedParams) Retired() uint64 { return Retired }
+
+// Retired: see Retired.
+func (p *CounterParams) Retired() uint64 { return Retired }
+
+// Retired: see Retired.
+func (p *AnchoredParams) Retired() uint64 { return Retired }
+
+// Quota describes p for headers.
+func (p *FixedParams) Quota() algo.Quota {
+	w := time.Duration(p.period)
+	return algo.Quota{Kind: "fixed", Limit: int(p.limit), Window: w, IdleAfter: w, String: p.String()}
 }
 
-func (r *counterRule) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
-	return r.p.Decide(state, now, n)
+// Quota describes p for headers: a count forgotten two windows on.
+func (p *CounterParams) Quota() algo.Quota {
+	w := time.Duration(p.period)
+	return algo.Quota{Kind: "counter", Limit: int(p.limit), Window: w, IdleAfter: 2 * w, String: p.String()}
 }
 
-func (r *counterRule) Refund(state, stored uint64, _ int64, n int) (uint64, bool) {
-	return r.p.Refund(state, stored, n)
+// Quota describes p for headers.
+func (p *AnchoredParams) Quota() algo.Quota {
+	w := p.Period()
+	return algo.Quota{Kind: "anchored", Limit: p.Limit(), Window: w, IdleAfter: w, String: p.String()}
 }
 
-func (r *counterRule) Idle(state uint64, now int64) (int64, uint64, bool) {
-	return r.p.Idle(state, now)
-}
-func (r *counterRule) Retired() uint64 { return Retired }
-
-func (r *counterRule) Quota() algo.Quota {
-	return algo.Quota{Kind: "counter", Limit: int(r.p.limit), Window: time.Duration(r.p.period),
-		IdleAfter: 2 * time.Duration(r.p.period), String: r.p.String()}
+// Layout: the window's geometry alone (see FixedParams).
+func (p *FixedParams) Layout() algo.Layout {
+	return algo.Layout{Kind: "fixed", Period: p.period, Start: p.start, Shift: p.shift}
 }
 
-func (r *counterRule) Layout() algo.Layout {
-	return algo.Layout{Kind: "counter", Period: r.p.period, Start: r.p.start, Shift: r.p.shift}
+// Layout: the window's geometry alone (see CounterParams).
+func (p *CounterParams) Layout() algo.Layout {
+	return algo.Layout{Kind: "counter", Period: p.period, Start: p.start, Shift: p.shift}
+}
+
+// Layout: N sets both the count width and the anchor's resolution (held in
+// Period), so two limits share a layout only with both equal.
+func (p *AnchoredParams) Layout() algo.Layout {
+	return algo.Layout{Kind: "anchored", Period: int64(p.gshift), Shift: p.shift}
 }
 
 // String describes p, e.g. "fixed 100/1s".
@@ -222,39 +216,6 @@ func (p *RollingParams) String() string {
 		return fmt.Sprintf("rolling %d/%v by %v, %d per slice", p.Limit(), p.Window(), p.Slice(), c)
 	}
 	return fmt.Sprintf("rolling %d/%v by %v", p.Limit(), p.Window(), p.Slice())
-}
-
-type anchoredRule struct{ p AnchoredParams }
-
-// AnchoredAlgorithm returns p as an algo.Algorithm.
-func AnchoredAlgorithm(p AnchoredParams) algo.Algorithm { return algo.Word(&anchoredRule{p}) }
-
-func (r *anchoredRule) Admit(state uint64, now int64, n int) (uint64, bool) {
-	return r.p.Admit(state, now, n)
-}
-
-func (r *anchoredRule) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
-	return r.p.Decide(state, now, n)
-}
-
-func (r *anchoredRule) Refund(state, stored uint64, _ int64, n int) (uint64, bool) {
-	return r.p.Refund(state, stored, n)
-}
-
-func (r *anchoredRule) Idle(state uint64, now int64) (int64, uint64, bool) {
-	return r.p.Idle(state, now)
-}
-func (r *anchoredRule) Retired() uint64 { return Retired }
-
-func (r *anchoredRule) Quota() algo.Quota {
-	w := r.p.Period()
-	return algo.Quota{Kind: "anchored", Limit: r.p.Limit(), Window: w, IdleAfter: w, String: r.p.String()}
-}
-
-func (r *anchoredRule) Layout() algo.Layout {
-	// Period holds the anchor resolution's exponent: N sets both it and the
-	// count width, so two limits share a layout only with both equal.
-	return algo.Layout{Kind: "anchored", Period: int64(r.p.gshift), Shift: r.p.shift}
 }
 
 // String describes p, e.g. "anchored 100/1h0m0s".
