@@ -38,30 +38,15 @@ import (
 // 0: the zero cell is ready to use. NewCounterParams rejects limits that
 // need more than s bits, so the index never wraps. That allows N < 2^16 per second, < 2^19 per minute, < 2^22
 // per hour and < 2^24 per day; ErrOverflow names the bits needed.
-type CounterParams struct {
-	limit  uint64 // N ≥ 1
-	period int64  // W
-	start  int64  // start of window 0
-	shift  uint   // s
-	mask   uint64 // 2^s − 1
-}
+type CounterParams struct{ grid }
 
 // NewCounterParams validates a limit of n events per rolling window of
 // length period, its fixed windows starting at start (ns on the caller's
 // time base). Errors wrap ErrInvalidLimit, ErrInvalidPeriod or ErrOverflow.
 func NewCounterParams(n int, period time.Duration, start int64) (CounterParams, error) {
-	shift, err := validate(n, period, start, 2)
-	if err != nil {
-		return CounterParams{}, err
-	}
-	return CounterParams{limit: uint64(n), period: int64(period), start: start, shift: shift, mask: 1<<shift - 1}, nil
+	g, err := newGrid(n, period, start, 2)
+	return CounterParams{g}, err
 }
-
-// Limit returns N.
-func (p *CounterParams) Limit() int { return int(p.limit) }
-
-// Period returns W.
-func (p *CounterParams) Period() time.Duration { return time.Duration(p.period) }
 
 // view is a state seen from a time: the fixed window w it falls in, its
 // start, the position in it, and the counts of w and w−1.
@@ -69,12 +54,6 @@ type view struct {
 	w          uint64
 	start, pos int64
 	prev, cur  uint64
-}
-
-// index returns the fixed window that contains now (times before start
-// count as start).
-func (p *CounterParams) index(now int64) uint64 {
-	return uint64(max(now-p.start, 0)) / uint64(p.period)
 }
 
 // at reads state at now. A stale now, in a window before the stored one, is

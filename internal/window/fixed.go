@@ -30,12 +30,27 @@ import (
 // cell (Retired). NewFixedParams rejects a limit that needs more than s
 // bits. In practice: any limit below 2^32 for windows of 1 s or more, below
 // 2^22 for windows of 1 ms.
-type FixedParams struct {
+type FixedParams struct{ grid }
+
+// grid is what the fixed window and the sliding counter share: a count
+// limit, windows of one length from a start, and the packing of counts
+// beside the window index.
+type grid struct {
 	limit  uint64 // N ≥ 1
 	period int64  // W in ns, 1 ≤ W ≤ MaxSpan
 	start  int64  // start of window 0, ns on the owner's time base
 	shift  uint   // s: count bits
 	mask   uint64 // 2^s − 1
+}
+
+// newGrid validates n per window of length period from start, with counts
+// counts of s bits beside the window index.
+func newGrid(n int, period time.Duration, start int64, counts uint) (grid, error) {
+	shift, err := validate(n, period, start, counts)
+	if err != nil {
+		return grid{}, err
+	}
+	return grid{limit: uint64(n), period: int64(period), start: start, shift: shift, mask: 1<<shift - 1}, nil
 }
 
 // NewFixedParams validates a limit of n events per window of length period,
@@ -44,11 +59,8 @@ type FixedParams struct {
 //
 // Errors wrap ErrInvalidLimit, ErrInvalidPeriod or ErrOverflow.
 func NewFixedParams(n int, period time.Duration, start int64) (FixedParams, error) {
-	shift, err := validate(n, period, start, 1)
-	if err != nil {
-		return FixedParams{}, err
-	}
-	return FixedParams{limit: uint64(n), period: int64(period), start: start, shift: shift, mask: 1<<shift - 1}, nil
+	g, err := newGrid(n, period, start, 1)
+	return FixedParams{g}, err
 }
 
 // validate checks a count limit n and window length period for a state word
@@ -80,14 +92,14 @@ func validate(n int, period time.Duration, start int64, counts uint) (uint, erro
 }
 
 // Limit returns N, the most events admitted in one window.
-func (p *FixedParams) Limit() int { return int(p.limit) }
+func (p *grid) Limit() int { return int(p.limit) }
 
 // Period returns the window length.
-func (p *FixedParams) Period() time.Duration { return time.Duration(p.period) }
+func (p *grid) Period() time.Duration { return time.Duration(p.period) }
 
 // index returns the window that contains now (times before start count as
 // start).
-func (p *FixedParams) index(now int64) uint64 {
+func (p *grid) index(now int64) uint64 {
 	return uint64(max(now-p.start, 0)) / uint64(p.period)
 }
 
