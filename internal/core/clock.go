@@ -56,7 +56,7 @@ func WithClock(c Clock) Option {
 // at most B + (d + CoarseTick)/T are admitted.
 //
 // That holds only if the bucket cannot overflow between two readings, so New
-// and SetLimit reject, with ErrCoarseTick, a finite limit whose
+// and SetRule reject, with ErrCoarseTick, a finite GCRA limit whose
 // (B−1)·T < CoarseTick: between ticks such a bucket would fill up and
 // discard tokens, and admit less than its rate (at T = 1µs and B = 100, a
 // tenth of it). A ticker delayed longer than (B−1)·T (a long stop-the-world
