@@ -208,6 +208,20 @@ func TestKeyedWindowOptions(t *testing.T) {
 	k.Close()
 }
 
+// Only the fixed window has a UTC alignment: a sliding counter or a sliding
+// log asked for one (a Rule's UTC field set by hand) is refused, not built
+// with the alignment silently dropped. (The old window package refused
+// WithAlign on NewCounter, NewLog and NewKeyedCounter with ErrOption.)
+func TestKeyedWindowAlignOnlyForFixed(t *testing.T) {
+	for _, r := range []core.Rule{core.SlidingCounter(1, time.Second), core.SlidingLog(1, time.Second)} {
+		r.UTC = true
+		_, err := core.New(r)
+		assert.ErrorIs(t, err, core.ErrInvalidRule, "single-key %v", r)
+		_, err = core.NewKeyed[int](r, core.WithSweepInterval(0))
+		assert.ErrorIs(t, err, core.ErrInvalidRule, "keyed %v", r)
+	}
+}
+
 // Decisions on keys already present allocate nothing.
 func TestKeyedWindowAllocatesNothing(t *testing.T) {
 	clk := newWindowClock()
