@@ -195,7 +195,7 @@ func TestKeyedWindowOptions(t *testing.T) {
 	_, err = core.New(core.SlidingLog(1, time.Second), core.WithSweepInterval(time.Second))
 	assert.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[int](core.FixedWindow(1, time.Second), core.WithMaxKeys(-1, core.RejectNew))
-	assert.ErrorIs(t, err, core.ErrInvalidMaxKeys)
+	assert.ErrorIs(t, err, core.ErrOption)
 	_, err = core.NewKeyed[int](core.SlidingLog(0, time.Second))
 	assert.ErrorIs(t, err, gcra.ErrInvalidLimit)
 
@@ -208,18 +208,18 @@ func TestKeyedWindowOptions(t *testing.T) {
 	k.Close()
 }
 
-// Only the fixed window has a UTC alignment: a sliding counter or a sliding
-// log asked for one (a Rule's UTC field set by hand) is refused, not built
-// with the alignment silently dropped. (The old window package refused
-// WithAlign on NewCounter, NewLog and NewKeyedCounter with ErrOption.)
-func TestKeyedWindowAlignOnlyForFixed(t *testing.T) {
-	for _, r := range []core.Rule{core.SlidingCounter(1, time.Second), core.SlidingLog(1, time.Second)} {
-		r.UTC = true
-		_, err := core.New(r)
-		assert.ErrorIs(t, err, core.ErrInvalidRule, "single-key %v", r)
-		_, err = core.NewKeyed[int](r, core.WithSweepInterval(0))
-		assert.ErrorIs(t, err, core.ErrInvalidRule, "keyed %v", r)
-	}
+// Only the constructors make a Rule (its parameters are unexported), so a
+// sliding counter or a log can no longer be asked for a UTC alignment it
+// would silently drop (the old window package refused WithAlign on them with
+// ErrOption). What is left to refuse is the zero Rule.
+func TestKeyedWindowZeroRuleRefused(t *testing.T) {
+	var zero core.Rule
+	_, err := core.New(zero)
+	assert.ErrorIs(t, err, core.ErrInvalidRule, "single-key")
+	_, err = core.NewKeyed[int](zero, core.WithSweepInterval(0))
+	assert.ErrorIs(t, err, core.ErrInvalidRule, "keyed")
+	_, err = core.New(core.Bands(core.SlidingCounter(1, time.Second), zero))
+	assert.ErrorIs(t, err, core.ErrInvalidRule, "a zero band")
 }
 
 // Decisions on keys already present allocate nothing.

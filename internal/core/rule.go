@@ -14,7 +14,14 @@ import (
 
 // A Rule names an algorithm and its parameters (see the constructors in
 // package atomiclimit: GCRA, FixedWindow, SlidingLog, Bands, …).
-type Rule = algo.Spec
+//
+// A Rule is a value: compare it, copy it, reuse it for many limiters. Its
+// zero value is invalid (ErrInvalidRule).
+type Rule struct{ s algo.Spec }
+
+// String describes the rule as configured, e.g. "gcra 100/1s burst 10",
+// "bands(log 60/1m0s, rolling 10000/24h0m0s by 1h0m0s)".
+func (r Rule) String() string { return r.s.String() }
 
 // A Quota describes one limit (see algo.Quota).
 type Quota = algo.Quota
@@ -40,9 +47,11 @@ type rule struct {
 	q    Quota // the rule's Quota, built once: Quota allocates nothing
 }
 
-// newRule validates spec against src's clock and builds it.
-func newRule(spec Rule, src *timebase.Source) (*rule, error) {
-	r := &rule{spec: spec}
+// newRule validates r against src's clock and builds it.
+func newRule(r Rule, src *timebase.Source) (*rule, error) { return newRuleOf(r.s, src) }
+
+func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
+	r := &rule{spec: Rule{spec}}
 	if spec.Kind == algo.KindBands {
 		if len(spec.Bands) < 2 {
 			// One band is that band: bands are for several. Its errors are
@@ -52,7 +61,7 @@ func newRule(spec Rule, src *timebase.Source) (*rule, error) {
 				if b.Kind == algo.KindBands {
 					return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
 				}
-				r, err := newRule(b, src)
+				r, err := newRuleOf(b, src)
 				if err != nil {
 					return nil, fmt.Errorf("%w: band 0 (%v): %w", ErrInvalidRule, b, err)
 				}
@@ -102,7 +111,7 @@ func newRule(spec Rule, src *timebase.Source) (*rule, error) {
 
 // maxN is the largest request a state of spec can ever admit (p: its GCRA
 // parameters, nil to build them).
-func maxN(spec Rule, p *gcra.Params) int {
+func maxN(spec algo.Spec, p *gcra.Params) int {
 	switch spec.Kind {
 	case algo.KindGCRA:
 		if p == nil {
@@ -124,7 +133,7 @@ func maxN(spec Rule, p *gcra.Params) int {
 }
 
 // build validates one band.
-func build(spec Rule, src *timebase.Source) (algo.Algorithm, error) {
+func build(spec algo.Spec, src *timebase.Source) (algo.Algorithm, error) {
 	now := src.Now()
 	switch spec.Kind {
 	case algo.KindGCRA:
