@@ -79,8 +79,6 @@ type Algorithm interface {
 	Retire(s State, mark Mark) bool
 	// IsRetired reports whether the state is retired.
 	IsRetired(s State) bool
-	// Max returns the later of two floors.
-	Max(a, b uint64) uint64
 	// Quota describes the limit, for headers and logs.
 	Quota() Quota
 	// Compatible reports whether other may replace this algorithm on states

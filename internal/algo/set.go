@@ -47,7 +47,8 @@ var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (th
 // denied, refunds the bands it took, and decides again on a fresh state.
 type Set struct {
 	algs []Algorithm
-	off  []int // off[i]: the index of band i's first word in the state
+	off  []int      // off[i]: the index of band i's first word in the state
+	rule []WordRule // rule[i]: band i's WordRule if it has one word, else nil
 	size int
 }
 
@@ -56,8 +57,11 @@ func NewSet(algs ...Algorithm) (*Set, error) {
 	if len(algs) == 0 || len(algs) > MaxBands {
 		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
 	}
-	s := &Set{algs: algs, off: make([]int, len(algs))}
+	s := &Set{algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs))}
 	for i, a := range algs {
+		// A one-word band is decided here on its word with its WordRule:
+		// one dynamic call per decision, not two.
+		s.rule[i], _ = Rule(a)
 		if !refunds(a) && i != len(algs)-1 {
 			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
 		}
@@ -81,7 +85,14 @@ func (s *Set) Words() int { return s.size }
 
 // Sub returns band i's view of the set's state st.
 func (s *Set) Sub(st State, i int) State {
-	o, w := s.off[i], s.algs[i].Words()
+	if len(s.algs) == 1 {
+		return st // one band: the whole state
+	}
+	o := s.off[i]
+	w := s.size - o // the last band's width
+	if i+1 < len(s.off) {
+		w = s.off[i+1] - o
+	}
 	var sub State
 	if o == 0 {
 		sub.Word = st.Word
@@ -105,23 +116,48 @@ func (s *Set) Init(st State, floors []atomic.Uint64) {
 // every band admits.
 func (s *Set) Admit(st State, now int64, n int) bool {
 	if len(s.algs) == 1 {
-		_, ok := s.algs[0].Admit(st, now, n)
+		_, ok := s.take(st, 0, now, n)
 		return ok
 	}
-	for i, a := range s.algs {
-		if !a.Admits(s.Sub(st, i), now, n) {
+	for i := range s.algs {
+		if !s.admits(st, i, now, n) {
 			return false // nothing written
 		}
 	}
 	return s.takeAll(st, now, n)
 }
 
+// admits reports whether band i would admit n at now. Loads only.
+func (s *Set) admits(st State, i int, now int64, n int) bool {
+	if r := s.rule[i]; r != nil {
+		_, ok := r.Admit(s.word(st, i).Load(), now, n)
+		return ok
+	}
+	return s.algs[i].Admits(s.Sub(st, i), now, n)
+}
+
+// take admits n at now on band i and returns what its Refund needs.
+func (s *Set) take(st State, i int, now int64, n int) (uint64, bool) {
+	if r := s.rule[i]; r != nil {
+		return AdmitWord(s.word(st, i), r, now, n)
+	}
+	return s.algs[i].Admit(s.Sub(st, i), now, n)
+}
+
+// word is band i's first word.
+func (s *Set) word(st State, i int) *atomic.Uint64 {
+	if o := s.off[i]; o > 0 {
+		return &st.Rest[o-1]
+	}
+	return st.Word
+}
+
 // takeAll takes n from every band in order; if one denies, it refunds the
 // bands before it, last first.
 func (s *Set) takeAll(st State, now int64, n int) bool {
 	var stored [MaxBands]uint64
-	for i, a := range s.algs {
-		v, ok := a.Admit(s.Sub(st, i), now, n)
+	for i := range s.algs {
+		v, ok := s.take(st, i, now, n)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), stored[j], now, n)
@@ -144,8 +180,8 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 		return s.algs[0].Decide(st, now, n, peek), 0
 	}
 	ok := true
-	for i, a := range s.algs {
-		if !a.Admits(s.Sub(st, i), now, n) {
+	for i := range s.algs {
+		if !s.admits(st, i, now, n) {
 			ok = false
 			break
 		}
@@ -214,14 +250,8 @@ func (s *Set) snapshot(st State, now int64) (sn snapshot) {
 
 // raise is step 2: every band's floor at least what step 1 reported.
 func (s *Set) raise(floors []atomic.Uint64, sn *snapshot) {
-	for i, a := range s.algs {
-		for {
-			f := floors[i].Load()
-			m := a.Max(f, sn.floors[i])
-			if m == f || floors[i].CompareAndSwap(f, m) {
-				break
-			}
-		}
+	for i := range s.algs {
+		Raise(&floors[i], sn.floors[i])
 	}
 }
 

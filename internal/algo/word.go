@@ -1,6 +1,10 @@
 package algo
 
-import "github.com/atomiclimit/atomiclimit/gcra"
+import (
+	"sync/atomic"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
 
 // A WordRule is an algorithm whose whole state is one packed word: the pure
 // decision (no atomics, no clock) that Word wraps in the shared
@@ -39,16 +43,21 @@ func (w word) Admits(s State, now int64, n int) bool {
 	return ok
 }
 
-func (w word) Admit(s State, now int64, n int) (uint64, bool) {
+func (w word) Admit(s State, now int64, n int) (uint64, bool) { return AdmitWord(s.Word, w.r, now, n) }
+
+// AdmitWord is the one CompareAndSwap loop of every one-word rule: it
+// decides n at now on *p under r and stores the admission. It returns the
+// word stored (what Refund needs) and whether n was admitted.
+func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
 	for {
-		old := s.Word.Load()
-		next, ok := w.r.Admit(old, now, n)
+		old := p.Load()
+		next, ok := r.Admit(old, now, n)
 		if !ok || next == old {
 			return next, ok // a denial (or a peek) stores nothing
 		}
 		// The CompareAndSwap is the admission's linearisation point; on
 		// success it synchronizes before every later load of this word.
-		if s.Word.CompareAndSwap(old, next) {
+		if p.CompareAndSwap(old, next) {
 			return next, true
 		}
 		// Lost a race: decide again on the winner's state. Every WordRule
@@ -99,10 +108,6 @@ func (w word) Retire(s State, mark Mark) bool {
 }
 
 func (w word) IsRetired(s State) bool { return s.Word.Load() == w.r.Retired() }
-
-// Max: every WordRule's floors are ordered as unsigned words (a TAT, or a
-// window index in the high bits with zero counts).
-func (w word) Max(a, b uint64) uint64 { return max(a, b) }
 
 func (w word) Quota() Quota { return w.r.Quota() }
 

@@ -181,8 +181,13 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 			if ok, settled = c.tryAllowN(p, now, n); !settled {
 				ok = c.allowContended(p, now, n)
 			}
+		} else if r := c.rule(); r.word != nil {
+			// One word: the one CompareAndSwap loop on the cell's word.
+			_, ok = algo.AdmitWord(&c.tat, r.word, now, n)
+		} else if r.one != nil {
+			_, ok = r.one.Admit(k.cells.state(c), now, n)
 		} else {
-			ok = c.rule().set.Admit(k.cells.state(c), now, n)
+			ok = r.set.Admit(k.cells.state(c), now, n)
 		}
 		// A retired state denies everything: only a denial needs the check.
 		if ok || !k.cells.IsRetired(c) {

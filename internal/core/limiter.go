@@ -25,6 +25,7 @@ type Limiter struct {
 	cell PaddedBucket // first, so it starts the allocation's first line
 	rule atomic.Pointer[rule]
 	rest []atomic.Uint64 // the state of a rule wider than one word
+	st   algo.State      // the state's view: cell's word, or rest; set once
 	src  timebase.Source
 }
 
@@ -46,6 +47,7 @@ func New(spec Rule, opts ...Option) (*Limiter, error) {
 	if w := r.set.Words(); w > 1 {
 		l.rest = make([]atomic.Uint64, w)
 	}
+	l.st = stateOf(&l.cell.tat, l.rest)
 	var floors [algo.MaxBands]atomic.Uint64
 	r.set.Init(l.state(), floors[:])
 	l.rule.Store(r)
@@ -53,7 +55,7 @@ func New(spec Rule, opts ...Option) (*Limiter, error) {
 }
 
 // state is the limiter's state.
-func (l *Limiter) state() algo.State { return stateOf(&l.cell.tat, l.rest) }
+func (l *Limiter) state() algo.State { return l.st }
 
 // paramsFor validates limit and burst, and checks them against src's clock.
 func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params, error) {
@@ -106,7 +108,16 @@ func (l *Limiter) AllowN(now time.Time, n int) bool { return l.allow(l.src.At(no
 func (l *Limiter) allow(now int64, n int) bool {
 	r := l.rule.Load()
 	if !r.gcra {
-		return r.set.Admit(l.state(), now, n)
+		var ok bool
+		switch {
+		case r.word != nil:
+			_, ok = algo.AdmitWord(&l.cell.tat, r.word, now, n)
+		case r.one != nil:
+			_, ok = r.one.Admit(l.state(), now, n)
+		default:
+			ok = r.set.Admit(l.state(), now, n)
+		}
+		return ok
 	}
 	// Bucket.AllowN by hand, so that its first attempt inlines here.
 	p := &r.g

@@ -39,8 +39,10 @@ var ErrIncompatible = errors.New("atomiclimit: rule incompatible with the limite
 // rule is a Rule built for one limiter's clock: its bands and, for a rule
 // of one GCRA band, that band's parameters inline, for the fast path.
 type rule struct {
-	g    gcra.Params // the GCRA band's parameters, when gcra
-	gcra bool        // one band, GCRA: the fast path applies
+	g    gcra.Params   // the GCRA band's parameters, when gcra
+	gcra bool          // one band, GCRA: the fast path applies
+	word algo.WordRule   // one band of one word: decided on it directly
+	one  algo.Algorithm // one band: decided without the set's loops
 	set  *algo.Set
 	spec Rule
 	maxN int   // the largest request any state admits: larger ones insert no key
@@ -104,6 +106,8 @@ func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
 		r.g, r.gcra = *p, true
 	}
 	r.set, _ = algo.NewSet(a) // one band always makes a set
+	r.word, _ = algo.Rule(a)
+	r.one = a
 	r.q = r.describe()
 	r.maxN = maxN(spec, p)
 	return r, nil

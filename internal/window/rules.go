@@ -134,8 +134,6 @@ func (a *logAlg) IsRetired(s algo.State) bool {
 	return r.isRetired()
 }
 
-func (a *logAlg) Max(x, y uint64) uint64 { return max(x, y) }
-
 func (a *logAlg) Quota() algo.Quota {
 	w := time.Duration(a.p.period)
 	return algo.Quota{Kind: "log", Limit: a.p.limit, Window: w, IdleAfter: w, String: a.p.String()}
@@ -194,9 +192,6 @@ func (a *rollingAlg) Retire(s algo.State, m algo.Mark) bool {
 }
 
 func (a *rollingAlg) IsRetired(s algo.State) bool { return a.p.isRetiredOn(a.words(s)) }
-
-// Max: floors are heads with a zero count, ordered by their slice index.
-func (a *rollingAlg) Max(x, y uint64) uint64 { return max(x, y) }
 
 func (a *rollingAlg) Quota() algo.Quota {
 	w := a.p.Window()
