@@ -39,9 +39,9 @@ var ErrIncompatible = errors.New("atomiclimit: rule incompatible with the limite
 // rule is a Rule built for one limiter's clock: its bands and, for a rule
 // of one GCRA band, that band's parameters inline, for the fast path.
 type rule struct {
-	g    gcra.Params   // the GCRA band's parameters, when gcra
-	gcra bool          // one band, GCRA: the fast path applies
-	word algo.WordRule   // one band of one word: decided on it directly
+	g    gcra.Params    // the GCRA band's parameters, when gcra
+	gcra bool           // one band, GCRA: the fast path applies
+	word algo.WordRule  // one band of one word: decided on it directly
 	one  algo.Algorithm // one band: decided without the set's loops
 	set  *algo.Set
 	spec Rule
