@@ -98,36 +98,47 @@ func checkClock(src *timebase.Source, p *gcra.Params) error {
 
 // Allow reports whether one event may happen now, and takes it if so.
 // Allow is shorthand for AllowN(clock.Now(), 1).
-func (l *Limiter) Allow() bool { return l.allow(l.src.Now(), 1) }
+func (l *Limiter) Allow() bool {
+	// The GCRA path by hand (Bucket.AllowN's first attempt inlines here),
+	// as in AllowN: a call less on the hottest path there is.
+	r, now := l.rule.Load(), l.src.Now()
+	if !r.gcra || r.g.IsUnlimited() {
+		return l.allowGeneric(r, now, 1)
+	}
+	if ok, settled := l.cell.tryAllowN(&r.g, now, 1); settled {
+		return ok
+	}
+	return l.cell.allowContended(&r.g, now, 1)
+}
 
 // AllowN reports whether n events may happen at now, and takes them if so.
 // n = 0 is admitted and takes nothing; n < 0, and n above what the rule can
 // ever admit, are denied.
-func (l *Limiter) AllowN(now time.Time, n int) bool { return l.allow(l.src.At(now), n) }
+func (l *Limiter) AllowN(now time.Time, n int) bool {
+	r, t := l.rule.Load(), l.src.At(now)
+	if !r.gcra || r.g.IsUnlimited() {
+		return l.allowGeneric(r, t, n)
+	}
+	if ok, settled := l.cell.tryAllowN(&r.g, t, n); settled {
+		return ok
+	}
+	return l.cell.allowContended(&r.g, t, n)
+}
 
-func (l *Limiter) allow(now int64, n int) bool {
-	r := l.rule.Load()
-	if !r.gcra {
-		var ok bool
-		switch {
-		case r.word != nil:
-			_, ok = algo.AdmitWord(&l.cell.tat, r.word, now, n)
-		case r.one != nil:
-			_, ok = r.one.Admit(l.state(), now, n)
-		default:
-			ok = r.set.Admit(l.state(), now, n)
-		}
-		return ok
+// allowGeneric is allow for every rule but a finite GCRA one.
+func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
+	var ok bool
+	switch {
+	case r.gcra: // Unlimited
+		ok = n >= 0 // writes nothing
+	case r.word != nil:
+		_, ok = algo.AdmitWord(&l.cell.tat, r.word, now, n)
+	case r.one != nil:
+		_, ok = r.one.Admit(l.state(), now, n)
+	default:
+		ok = r.set.Admit(l.state(), now, n)
 	}
-	// Bucket.AllowN by hand, so that its first attempt inlines here.
-	p := &r.g
-	if p.IsUnlimited() {
-		return n >= 0 // writes nothing
-	}
-	if ok, settled := l.cell.tryAllowN(p, now, n); settled {
-		return ok
-	}
-	return l.cell.allowContended(p, now, n)
+	return ok
 }
 
 // Decide is Allow for n events with the whole decision: remaining,
