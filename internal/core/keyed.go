@@ -73,17 +73,18 @@ type Keyed[K comparable] struct {
 	setMu     sync.Mutex                    // serialises SetKeyRule and ClearKeyRule
 }
 
-// cell is one key's state and its tier: 16 bytes. Its Bucket is the state
-// of a one-word rule; a rule wider than one word keeps its state in a
-// wideCell's rest instead.
+// cell is one key's state and its tier: 16 bytes. Its Bucket's word is the
+// state of a one-word rule, and the first word of a wider one, whose other
+// words a wideCell holds.
 type cell struct {
 	Bucket
 	tier atomic.Pointer[Tier]
 }
 
-// wideCell is a cell for a rule wider than one word. Every cell of a
-// limiter has the same shape: the rules of all its tiers are compatible, so
-// they have the same width (see cells.state).
+// wideCell is a cell for a rule wider than one word: rest holds its words
+// after the first. Every cell of a limiter has the same shape: the rules of
+// all its tiers are compatible, so they have the same width (see
+// cells.state).
 type wideCell struct {
 	cell
 	rest []atomic.Uint64
@@ -281,7 +282,7 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 	var w Bucket
 	var rest []atomic.Uint64
 	if k.cells.words > 1 {
-		rest = make([]atomic.Uint64, k.cells.words)
+		rest = make([]atomic.Uint64, k.cells.words-1)
 	}
 	s := stateOf(&w.tat, rest)
 	r.set.Init(s, k.cells.floors[:])
@@ -325,7 +326,7 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 	}
 	var c *cell
 	if k.cells.words > 1 {
-		w := &wideCell{rest: make([]atomic.Uint64, k.cells.words)}
+		w := &wideCell{rest: make([]atomic.Uint64, k.cells.words-1)}
 		c = &w.cell
 	} else {
 		c = &cell{}
@@ -493,7 +494,7 @@ func (g *cells) state(c *cell) algo.State {
 	}
 	// c is &w.cell for a wideCell w (newCell allocates them so), and cell is
 	// wideCell's first field: the conversion recovers w.
-	return stateOf(nil, (*wideCell)(unsafe.Pointer(c)).rest)
+	return stateOf(&c.tat, (*wideCell)(unsafe.Pointer(c)).rest)
 }
 
 func (g *cells) RetireIdle(c *cell, now int64) bool {

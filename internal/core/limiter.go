@@ -25,7 +25,7 @@ type Limiter struct {
 	cell PaddedBucket // first, so it starts the allocation's first line
 	rule atomic.Pointer[rule]
 	rest []atomic.Uint64 // the state of a rule wider than one word
-	st   algo.State      // the state's view: cell's word, or rest; set once
+	st   algo.State      // the state's view: the cell's word and the rest; set once
 	src  timebase.Source
 }
 
@@ -45,7 +45,7 @@ func New(spec Rule, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	if w := r.set.Words(); w > 1 {
-		l.rest = make([]atomic.Uint64, w)
+		l.rest = make([]atomic.Uint64, w-1)
 	}
 	l.st = stateOf(&l.cell.tat, l.rest)
 	var floors [algo.MaxBands]atomic.Uint64

@@ -225,11 +225,8 @@ func (r *rule) idleAfter() int64 {
 	return d
 }
 
-// state is a state's view for r: the first word, and the rest for rules
-// wider than one word.
+// stateOf is a state's view: its first word w and, for a rule wider than
+// one word, the rest (Words() − 1 words).
 func stateOf(w *atomic.Uint64, rest []atomic.Uint64) algo.State {
-	if len(rest) > 0 {
-		return algo.State{Word: &rest[0], Rest: rest[1:]}
-	}
-	return algo.State{Word: w}
+	return algo.State{Word: w, Rest: rest}
 }
