@@ -201,7 +201,7 @@ func TestRollingErrors(t *testing.T) {
 		{10, 0, 1025 * time.Second, time.Second, 0, window.ErrInvalidPeriod}, // K > 1024
 		{10, 0, gcra.MaxSpan + 1, gcra.MaxSpan + 1, 0, window.ErrInvalidPeriod},
 		{10, 0, h, h, -int64(h) - 1, window.ErrInvalidPeriod},
-		{1 << 40, 0, 1024 * time.Microsecond, time.Microsecond, 0, window.ErrOverflow},
+		{1 << 30, 0, 1024 * time.Microsecond, time.Microsecond, 0, window.ErrOverflow}, // 30 count bits; 1µs slices leave 13
 	} {
 		_, err := window.NewRollingParams(tc.q, tc.w, tc.p, tc.perSlice, tc.start)
 		assert.ErrorIs(t, err, tc.want, "%+v", tc)
