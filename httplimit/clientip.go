@@ -238,6 +238,14 @@ func parseXFFEntry(s string) (netip.Addr, bool) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		return normalize(a), true
 	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		// "[2001:db8::1]": a bracketed IPv6 address without a port, as some
+		// proxies write it. Unambiguous, so accepted.
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() && a.Zone() == "" {
+			return normalize(a), true
+		}
+		return netip.Addr{}, false
+	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return normalize(ap.Addr()), true
 	}
@@ -295,6 +303,7 @@ func backslashesBefore(s string, i int) int {
 // or more than one, or its node is "unknown" or obfuscated.
 func forwardedFor(elem string) (netip.Addr, bool) {
 	var node string
+	var bare netip.Addr // an unquoted bare IPv6 address
 	found := false
 	for elem != "" {
 		var pair string
@@ -319,11 +328,22 @@ func forwardedFor(elem string) (netip.Addr, bool) {
 		}
 		found = true
 		if node, ok = unquote(value); !ok {
-			return netip.Addr{}, false
+			// for=2001:db8::1 unquoted, as a naive for=$remote_addr writes
+			// it: not a token (RFC 7239 wants it quoted and bracketed), but
+			// if the whole value is one IPv6 address and nothing else it is
+			// unambiguous, and accepted below. Anything else is rejected.
+			a, err := netip.ParseAddr(value)
+			if err != nil || !a.Is6() || a.Zone() != "" {
+				return netip.Addr{}, false
+			}
+			bare = normalize(a)
 		}
 	}
 	if !found {
 		return netip.Addr{}, false
+	}
+	if bare.IsValid() {
+		return bare, true
 	}
 	return parseNode(node)
 }
@@ -353,6 +373,9 @@ func parseNode(n string) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 		return normalize(a), validNodePort(port)
+	}
+	if a, err := netip.ParseAddr(n); err == nil && a.Is6() && a.Zone() == "" {
+		return normalize(a), true // "2001:db8::1" quoted but not bracketed: one address, no port
 	}
 	if i := strings.IndexByte(n, ':'); i >= 0 {
 		host, port = n[:i], n[i:]

@@ -84,6 +84,11 @@ func TestClientIPTrustedXFF(t *testing.T) {
 		{"entry with port", "10.0.0.1:1", []string{"203.0.113.9:4711"}, nil, "203.0.113.9/32"},
 		{"IPv6 entry", "10.0.0.1:1", []string{"2001:db8:1:2:3::9"}, nil, "2001:db8:1:2::/64"},
 		{"bracketed IPv6 entry with port", "10.0.0.1:1", []string{"[2001:db8:1:2::9]:443"}, nil, "2001:db8:1:2::/64"},
+		// Bracketed without a port: unambiguous, accepted (before, such a
+		// client fell back to the proxy's key, one bucket for all of them).
+		{"bracketed IPv6 entry without port", "10.0.0.1:1", []string{"[2001:db8:1:2::9]"}, nil, "2001:db8:1:2::/64"},
+		{"bracketed IPv4 entry is malformed", "10.0.0.1:1", []string{"[203.0.113.9]"}, nil, "10.0.0.1/32"},
+		{"empty brackets are malformed", "10.0.0.1:1", []string{"[]"}, nil, "10.0.0.1/32"},
 		{"IPv4-mapped entry", "10.0.0.1:1", []string{"::ffff:203.0.113.9"}, nil, "203.0.113.9/32"},
 		{"IPv6 proxy", "[2001:db8:ffff::1]:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
 		{"proxy via IPv4-mapped address", "[::ffff:10.0.0.1]:1", []string{"203.0.113.9"}, nil, "203.0.113.9/32"},
@@ -116,8 +121,16 @@ func TestClientIPTrustedForwarded(t *testing.T) {
 		{"obfuscated node: the trusted hop", "10.0.0.1:1", nil, []string{"for=203.0.113.9, for=_hidden, for=10.0.0.2"}, "10.0.0.2/32"},
 		{"two for= in an element", "10.0.0.1:1", nil, []string{"for=203.0.113.9;for=1.1.1.1"}, "10.0.0.1/32"},
 		{"element without for=", "10.0.0.1:1", nil, []string{"proto=https"}, "10.0.0.1/32"},
-		{"unquoted IPv6 is malformed", "10.0.0.1:1", nil, []string{"for=2001:db8::1"}, "10.0.0.1/32"},
-		{"unbracketed IPv6 is malformed", "10.0.0.1:1", nil, []string{`for="2001:db8::1"`}, "10.0.0.1/32"},
+		// A bare IPv6 address, unquoted (a naive for=$remote_addr) or quoted
+		// without brackets, is one address and nothing else: unambiguous,
+		// so accepted (before, every such client fell back to the proxy's
+		// key and shared one bucket). Brackets without quotes, or a bare
+		// address beside another for=, stay malformed.
+		{"unquoted bare IPv6", "10.0.0.1:1", nil, []string{"for=2001:db8::1"}, "2001:db8::/64"},
+		{"quoted unbracketed IPv6", "10.0.0.1:1", nil, []string{`for="2001:db8::1"`}, "2001:db8::/64"},
+		{"unquoted bracketed IPv6 is malformed", "10.0.0.1:1", nil, []string{"for=[2001:db8::1]"}, "10.0.0.1/32"},
+		{"bare IPv6 and a second for=", "10.0.0.1:1", nil, []string{"for=2001:db8::1;for=1.1.1.1"}, "10.0.0.1/32"},
+		{"unquoted IPv6 with a zone is malformed", "10.0.0.1:1", nil, []string{"for=fe80::1%eth0"}, "10.0.0.1/32"},
 		{"bad port", "10.0.0.1:1", nil, []string{"for=\"192.0.2.60:123456\""}, "10.0.0.1/32"},
 		{"unterminated quote from the trusted hop", "10.0.0.1:1", nil, []string{`for=203.0.113.9, for="10.0.0.2`}, "10.0.0.1/32"},
 	})

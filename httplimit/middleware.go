@@ -56,7 +56,8 @@ type Config[K comparable] struct {
 	// would route it to.
 	Routes map[string]Policy[K]
 	// Mux finds the pattern of a request the middleware sees before the
-	// mux does (a middleware that wraps the mux). Only used with Routes.
+	// mux does (a middleware that wraps the mux). Required with Routes (New
+	// fails without it); r.Pattern is used first when the mux has set it.
 	Mux *http.ServeMux
 	// Cost returns the number of tokens a request takes (nil: 1). A cost of
 	// 0 passes without taking any (the headers show the bucket as it is);
@@ -188,6 +189,12 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	}
 	m.policies = append(m.policies, m.def)
 	if len(c.Routes) > 0 {
+		if c.Mux == nil {
+			// Without the mux, a middleware that wraps it sees every request
+			// before routing (r.Pattern empty): no route would ever match,
+			// and every route's limit would be silently ignored.
+			return nil, fmt.Errorf("%w: Routes need Mux, the ServeMux the patterns belong to", ErrConfig)
+		}
 		m.routes = make(map[string]*policy[K], len(c.Routes))
 		for pattern, p := range c.Routes {
 			if p.Name == "" {

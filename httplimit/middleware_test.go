@@ -143,13 +143,14 @@ func TestRoutes(t *testing.T) {
 	def := newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)
 	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(2), 2)
 	hook := newCountingHook()
+	mux := http.NewServeMux()
 	m := mustNew(t, Config[netip.Prefix]{
 		Key:    RemoteIP,
 		Policy: Policy[netip.Prefix]{Limiter: def},
 		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Mux:    mux,
 		Hook:   hook,
 	})
-	mux := http.NewServeMux()
 	mux.Handle("POST /login", m.Handler(okHandler))
 	mux.Handle("GET /", m.Handler(okHandler))
 	if got := admits(mux, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("GET", "/x")); got != "AADA" {
@@ -179,8 +180,37 @@ func TestRoutes(t *testing.T) {
 	if got := admits(outer, req("POST", "/login"), req("POST", "/login"), req("GET", "/")); got != "ADA" {
 		t.Errorf("routes via Mux: %s, want ADA", got)
 	}
-	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: def}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}}); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: def}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}, Mux: inner}); !errors.Is(err, ErrConfig) {
 		t.Errorf("unnamed route policy: %v", err)
+	}
+}
+
+// Routes without Mux: a middleware that wraps the mux sees every request
+// before routing (r.Pattern empty), so no route matched and five POSTs to
+// /login all passed its limit of three per minute. New refuses the config
+// instead of ignoring the routes.
+func TestRoutesNeedMux(t *testing.T) {
+	c := newFakeClock()
+	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(3), 3)
+	_, err := New(Config[netip.Prefix]{
+		Key:    RemoteIP,
+		Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)},
+		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+	})
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("Routes without Mux: err = %v, want ErrConfig", err)
+	}
+	// With the mux, the middleware around it enforces the route's limit.
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", okHandler)
+	h := mustNew(t, Config[netip.Prefix]{
+		Key:    RemoteIP,
+		Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)},
+		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Mux:    mux,
+	}).Handler(mux)
+	if got := admits(h, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login")); got != "AAADD" {
+		t.Errorf("five POSTs to /login: %s, want AAADD", got)
 	}
 }
 

@@ -106,17 +106,18 @@ func run(d time.Duration) error {
 		return err
 	}
 	h := &hook{}
+	mux := http.NewServeMux()
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:     key,
 		Policy:  httplimit.Policy[netip.Prefix]{Name: apiPolicy.name, Limiter: api},
 		Routes:  map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
+		Mux:     mux,
 		Headers: httplimit.AllHeaders,
 		Hook:    h,
 	})
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "item %s\n", r.PathValue("id"))
 	})))
