@@ -9,9 +9,10 @@ import (
 )
 
 // ErrRemoteAddr is returned by the client-IP key functions when the
-// request's RemoteAddr is not an IP address (with or without a port). The
-// net/http server always sets a parseable one for TCP connections; a custom
-// listener (a Unix socket, a test harness) may not.
+// request's RemoteAddr is neither an IP address (with or without a port)
+// nor a unix-socket peer ("@", empty, or a path: see
+// IPOptions.TrustUnixSocket). The net/http server sets a parseable one for
+// TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
 // ErrIPOptions is returned by ClientIP for invalid options.
@@ -63,6 +64,13 @@ type IPOptions struct {
 	// IPv4Bits is the prefix length IPv4 clients are grouped by (default
 	// 32). 1 to 32.
 	IPv4Bits int
+	// TrustUnixSocket makes a peer on a unix socket (a RemoteAddr that is
+	// "@", empty or a path, as behind nginx on a unix socket) a trusted
+	// proxy: the header is read as from TrustedProxies. Without it such a
+	// peer is the client. Either way a unix-socket peer's own key is the
+	// unspecified address (::), one bucket for all requests it is the
+	// client of, never an error.
+	TrustUnixSocket bool
 }
 
 // ClientIP returns a key function that keys a request on its client's
@@ -99,20 +107,24 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 func RemoteIP(r *http.Request) (netip.Prefix, error) {
 	a, err := remoteAddr(r.RemoteAddr)
 	if err != nil {
-		return netip.Prefix{}, err
+		if !isUnixPeer(r.RemoteAddr) {
+			return netip.Prefix{}, err
+		}
+		a = netip.IPv6Unspecified() // a unix-socket peer (see IPOptions.TrustUnixSocket)
 	}
 	return mask(a, 32, 64), nil
 }
 
 type ipKeyer struct {
 	trusted      []netip.Prefix
+	unixTrusted  bool   // a unix-socket peer is a trusted proxy
 	header       string // canonical header name
 	forwarded    bool   // RFC 7239 syntax
 	bits4, bits6 int
 }
 
 func newIPKeyer(o IPOptions) (*ipKeyer, error) {
-	k := &ipKeyer{bits4: o.IPv4Bits, bits6: o.IPv6Bits}
+	k := &ipKeyer{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket}
 	if k.bits4 == 0 {
 		k.bits4 = 32
 	}
@@ -148,15 +160,23 @@ func newIPKeyer(o IPOptions) (*ipKeyer, error) {
 
 func (k *ipKeyer) key(r *http.Request) (netip.Prefix, error) {
 	peer, err := remoteAddr(r.RemoteAddr)
-	if err != nil {
+	unix := err != nil && isUnixPeer(r.RemoteAddr)
+	if err != nil && !unix {
 		return netip.Prefix{}, err
 	}
+	if unix {
+		peer = netip.IPv6Unspecified()
+	}
 	client := peer
-	if k.isTrusted(peer) {
+	if (unix && k.unixTrusted) || (!unix && k.isTrusted(peer)) {
 		client = k.walk(r.Header[k.header], peer)
 	}
 	return mask(client, k.bits4, k.bits6), nil
 }
+
+// isUnixPeer reports whether RemoteAddr names a unix-socket peer: "@" (an
+// unnamed or abstract socket), empty, or a path.
+func isUnixPeer(s string) bool { return s == "" || s[0] == '@' || s[0] == '/' }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {
 	for _, p := range k.trusted {

@@ -175,8 +175,41 @@ func TestClientIPOptionsErrors(t *testing.T) {
 	}
 }
 
+// Behind nginx on a unix socket RemoteAddr is "@": every request got a 500,
+// and such a peer could not be trusted. Now a unix-socket peer keys as the
+// unspecified address, and TrustUnixSocket makes it a trusted proxy.
+func TestClientIPUnixSocketPeer(t *testing.T) {
+	runIPCases(t, IPOptions{TrustedProxies: proxies}, []ipCase{
+		{"untrusted unix peer is the client", "@", []string{"203.0.113.9"}, nil, "::/64"},
+		{"unnamed", "", nil, nil, "::/64"},
+		{"a path", "/run/nginx.sock", []string{"203.0.113.9"}, nil, "::/64"},
+	})
+	runIPCases(t, IPOptions{TrustUnixSocket: true}, []ipCase{
+		{"trusted unix peer: XFF read", "@", []string{"1.1.1.1, 203.0.113.9"}, nil, "203.0.113.9/32"},
+		{"trusted, IPv6 client", "@", []string{"2001:db8:1::7"}, nil, "2001:db8:1::/64"},
+		{"trusted, no header", "@", nil, nil, "::/64"},
+		{"trusted, garbage entry: the socket", "@", []string{"unknown"}, nil, "::/64"},
+		{"TCP peers are not trusted by it", "203.0.113.7:1", []string{"198.51.100.1"}, nil, "203.0.113.7/32"},
+	})
+	// Through the middleware: served, not a 500.
+	key, err := ClientIP(IPOptions{TrustUnixSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}}).Handler(okHandler)
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "@"
+	r.Header.Set("X-Forwarded-For", "203.0.113.9")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("unix-socket peer: %d, want 200", w.Code)
+	}
+}
+
 func TestClientIPBadRemoteAddr(t *testing.T) {
-	for _, ra := range []string{"", "pipe", "@", "example.com:80", "1.2.3.4:port"} {
+	for _, ra := range []string{"pipe", "example.com:80", "1.2.3.4:port"} { // "", "@" and paths are unix-socket peers
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = ra
 		if _, err := RemoteIP(r); !errors.Is(err, ErrRemoteAddr) {
