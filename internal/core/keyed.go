@@ -111,7 +111,7 @@ func NewKeyed[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 	}
 	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
 	k.src = newSource(&cfg, k)
-	def, err := newTier(k.src, nil, spec)
+	def, err := newTier(k.src, k.src.Now(), nil, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func (k *Keyed[K]) Quota(key K) Quota {
 // NewTier returns a tier for this limiter's keys (see SetTierFunc). Its rule
 // must be compatible with the limiter's (ErrIncompatible).
 func (k *Keyed[K]) NewTier(spec Rule) (*Tier, error) {
-	return newTier(k.src, k.def.def, spec)
+	return newTier(k.src, k.def.start, k.def.def, spec)
 }
 
 // SetTierFunc makes f choose the tier of each key created from now on (nil,
@@ -415,7 +415,7 @@ func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 // be compatible with the limiter's (ErrIncompatible). It changes nothing on
 // error.
 func (k *Keyed[K]) SetKeyRule(key K, spec Rule) error {
-	t, err := newTier(k.src, k.def.def, spec)
+	t, err := newTier(k.src, k.def.start, k.def.def, spec)
 	if err != nil {
 		return err
 	}

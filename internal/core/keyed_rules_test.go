@@ -88,3 +88,68 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 		})
 	}
 }
+
+// A limiter's rule can be changed while keys hold state, at any time after
+// it was built, for every algorithm: SetRule, NewTier and SetKeyRule build
+// the new rule's windows from the limiter's own start, so a compatible rule
+// built later is accepted (the fixed window, counter and rolling window
+// were refused once the clock had moved). Lowering the limit below what a
+// live state already counts leaves it with none: Remaining is never
+// negative, a denial's TokenAfter never exceeds its RetryAfter (the headers'
+// t and Retry-After), and n = 0 stays an admitted peek.
+func TestKeyedSetRuleOnLiveStates(t *testing.T) {
+	const w = time.Second
+	for _, c := range []struct {
+		name       string
+		big, small core.Rule
+	}{
+		{"gcra", core.GCRA(gcra.Every(w/16), 15), core.GCRA(gcra.Every(w/8), 8)},
+		{"fixed", core.FixedWindow(15, w), core.FixedWindow(8, w)},
+		{"fixed-utc", core.FixedWindowUTC(15, w, 0), core.FixedWindowUTC(8, w, 0)},
+		{"anchored", core.AnchoredWindow(15, w), core.AnchoredWindow(8, w)},
+		{"counter", core.SlidingCounter(15, w), core.SlidingCounter(8, w)},
+		{"log", core.SlidingLog(8, w), core.SlidingLog(8, 2*w)},
+		{"rolling", core.Rolling(15, w, w/4, 0), core.Rolling(8, w, w/4, 0)},
+		{"bands", core.Bands(core.GCRA(gcra.Every(w/16), 15), core.FixedWindow(15, w)),
+			core.Bands(core.GCRA(gcra.Every(w/8), 8), core.FixedWindow(8, w))},
+	} {
+		t.Run("algo="+c.name, func(t *testing.T) {
+			clk := newFakeClock()
+			k, err := core.NewKeyed[string](c.big, core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			l, err := core.New(c.big, core.WithClock(clk))
+			require.NoError(t, err)
+			clk.Set(1500 * time.Millisecond) // well past the first window
+			now := clk.Now()
+			for k.AllowN("a", now, 1) {
+			}
+			for l.AllowN(now, 1) {
+			}
+			require.NoError(t, k.SetRule(c.big), "the same rule again, later")
+			require.NoError(t, l.SetRule(c.big), "the same rule again, later")
+			_, err = k.NewTier(c.small)
+			require.NoError(t, err, "a tier built later")
+			require.NoError(t, k.SetKeyRule("b", c.small), "a key's own rule, later")
+			require.NoError(t, k.SetRule(c.small), "a lower limit on live states")
+			require.NoError(t, l.SetRule(c.small), "a lower limit on a live state")
+			for _, at := range []time.Duration{0, 10 * time.Millisecond, 300 * time.Millisecond} {
+				t2 := now.Add(at)
+				for name, peek := range map[string]gcra.Decision{
+					"keyed peek 0": k.PeekAt("a", t2, 0), "peek 0": l.PeekAt(t2, 0),
+				} {
+					require.True(t, peek.Allowed, "%s at +%v: n = 0 is an admitted peek", name, at)
+					require.GreaterOrEqual(t, peek.Remaining, 0, "%s at +%v", name, at)
+				}
+				for name, d := range map[string]gcra.Decision{
+					"keyed": k.PeekAt("a", t2, 1), "single": l.PeekAt(t2, 1),
+				} {
+					require.GreaterOrEqual(t, d.Remaining, 0, "%s at +%v: %+v", name, at, d)
+					if !d.Allowed {
+						require.Positive(t, d.RetryAfter, "%s at +%v: %+v", name, at, d)
+						require.LessOrEqual(t, d.TokenAfter, d.RetryAfter, "%s at +%v: %+v", name, at, d)
+					}
+				}
+			}
+		})
+	}
+}

@@ -22,11 +22,12 @@ import (
 // monotonic clock by default, so wall-clock jumps change nothing. The zero
 // Limiter is not usable: create one with New or NewRule.
 type Limiter struct {
-	cell PaddedBucket // first, so it starts the allocation's first line
-	rule atomic.Pointer[rule]
-	rest []atomic.Uint64 // the state of a rule wider than one word
-	st   algo.State      // the state's view: the cell's word and the rest; set once
-	src  timebase.Source
+	cell  PaddedBucket // first, so it starts the allocation's first line
+	rule  atomic.Pointer[rule]
+	rest  []atomic.Uint64 // the state of a rule wider than one word
+	st    algo.State      // the state's view: the cell's word and the rest; set once
+	src   timebase.Source
+	start int64 // where the windows of every rule it builds start (newRule)
 }
 
 // New returns a Limiter of spec, starting full (or empty, for windows).
@@ -40,7 +41,8 @@ func New(spec Rule, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{}
 	l.src = newSource(&cfg, l)
-	r, err := newRule(spec, &l.src)
+	l.start = l.src.Now()
+	r, err := newRule(spec, &l.src, l.start)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +190,7 @@ func (l *Limiter) Quota() Quota { return l.rule.Load().quota() }
 // rule once, so a call that races with SetRule is decided wholly under the
 // old or wholly under the new rule, never a mix.
 func (l *Limiter) SetRule(spec Rule) error {
-	r, err := newRule(spec, &l.src)
+	r, err := newRule(spec, &l.src, l.start)
 	if err != nil {
 		return err
 	}

@@ -49,10 +49,15 @@ type rule struct {
 	q    Quota // the rule's Quota, built once: Quota allocates nothing
 }
 
-// newRule validates r against src's clock and builds it.
-func newRule(r Rule, src *timebase.Source) (*rule, error) { return newRuleOf(r.s, src) }
+// newRule validates r against src's clock and builds it. start (ns on
+// src's base) is the limiter's own: the windows of every rule a limiter
+// builds start there (or on the UTC boundary at or before it), so that a
+// rule built later (a tier, SetRule) reads the states the first one wrote.
+func newRule(r Rule, src *timebase.Source, start int64) (*rule, error) {
+	return newRuleOf(r.s, src, start)
+}
 
-func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
+func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error) {
 	r := &rule{spec: Rule{spec}}
 	if spec.Kind == algo.KindBands {
 		if len(spec.Bands) < 2 {
@@ -63,7 +68,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
 				if b.Kind == algo.KindBands {
 					return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
 				}
-				r, err := newRuleOf(b, src)
+				r, err := newRuleOf(b, src, start)
 				if err != nil {
 					return nil, fmt.Errorf("%w: band 0 (%v): %w", ErrInvalidRule, b, err)
 				}
@@ -73,7 +78,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
 		}
 		algs := make([]algo.Algorithm, len(spec.Bands))
 		for i, b := range spec.Bands {
-			a, err := build(b, src)
+			a, err := build(b, src, start)
 			if err != nil {
 				return nil, fmt.Errorf("%w: band %d (%v): %w", ErrInvalidRule, i, b, err)
 			}
@@ -97,7 +102,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source) (*rule, error) {
 		}
 		return r, nil
 	}
-	a, err := build(spec, src)
+	a, err := build(spec, src, start)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +142,8 @@ func maxN(spec algo.Spec, p *gcra.Params) int {
 }
 
 // build validates one band.
-func build(spec algo.Spec, src *timebase.Source) (algo.Algorithm, error) {
-	now := src.Now()
+func build(spec algo.Spec, src *timebase.Source, start int64) (algo.Algorithm, error) {
+	now := start
 	switch spec.Kind {
 	case algo.KindGCRA:
 		p, err := paramsFor(src, spec.Limit, spec.Burst)

@@ -18,15 +18,16 @@ type Tier struct {
 	// compatible with it (ErrIncompatible), so that any tier's rule reads
 	// any key's state. Immutable.
 	def *rule
-	// A copy of the owning limiter's clock, to validate rules against. A
-	// copy, not a pointer into the limiter: cells point at tiers, and the
-	// background sweeper reaches the cells, so a pointer would keep an
-	// abandoned limiter alive.
-	src timebase.Source
+	// A copy of the owning limiter's clock, to validate rules against, and
+	// its start (see newRule). A copy, not a pointer into the limiter: cells
+	// point at tiers, and the background sweeper reaches the cells, so a
+	// pointer would keep an abandoned limiter alive.
+	src   timebase.Source
+	start int64
 }
 
-func newTier(src timebase.Source, def *rule, spec Rule) (*Tier, error) {
-	t := &Tier{def: def, src: src}
+func newTier(src timebase.Source, start int64, def *rule, spec Rule) (*Tier, error) {
+	t := &Tier{def: def, src: src, start: start}
 	if err := t.SetRule(spec); err != nil {
 		return nil, err
 	}
@@ -37,7 +38,7 @@ func newTier(src timebase.Source, def *rule, spec Rule) (*Tier, error) {
 // ErrIncompatible for a rule of another algorithm or window than the
 // limiter's, and changes nothing on error.
 func (t *Tier) SetRule(spec Rule) error {
-	r, err := newRule(spec, &t.src)
+	r, err := newRule(spec, &t.src, t.start)
 	if err != nil {
 		return err
 	}

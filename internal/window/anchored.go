@@ -154,10 +154,11 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 	}
 	now = clampNow(now)
 	f, c := p.current(state, now)
-	d := gcra.Decision{Remaining: int(p.limit - c)}
+	// c may exceed N after a tier lowered N on a live state: none left.
+	d := gcra.Decision{Remaining: int(p.limit - min(c, p.limit))}
 	if c > 0 {
 		d.ResetAfter = time.Duration(p.end(f) - now)
-		if c == p.limit {
+		if c >= p.limit {
 			d.TokenAfter = d.ResetAfter
 		}
 	}

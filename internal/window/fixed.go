@@ -174,11 +174,12 @@ func windowDecision(d gcra.Decision, ok bool, n int, limit uint64, wait int64) g
 func (p *FixedParams) State(state uint64, now int64) gcra.Decision {
 	w, c := p.current(state, now)
 	left := time.Duration(p.end(w) - now)
-	d := gcra.Decision{Remaining: int(p.limit - c)}
+	// c may exceed N after a tier lowered N on a live state: none left.
+	d := gcra.Decision{Remaining: int(p.limit - min(c, p.limit))}
 	if c > 0 {
 		d.ResetAfter = left
 	}
-	if c == p.limit {
+	if c >= p.limit {
 		d.TokenAfter = left
 	}
 	return d

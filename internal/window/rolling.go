@@ -303,7 +303,9 @@ func (p *RollingParams) decide(rw rollWords, now int64, n int, peek bool) (uint6
 			return 0, d
 		}
 		need := uint64(n)
-		if v.cs+need > p.cap || sum+need > p.quota {
+		// n = 0 is a peek, admitted whatever the counts (a tier may have
+		// lowered Q or C below what a live state already counts).
+		if n > 0 && (v.cs+need > p.cap || sum+need > p.quota) {
 			d := p.report(rw, &v, sum, last, now)
 			d.RetryAfter = p.at(p.fit(rw, &v, need), now)
 			return 0, d // a denial writes nothing
