@@ -17,14 +17,14 @@
 //
 // # Choosing a rule
 //
-//	rule             most admitted in any window of W       state per key
+//	rule             most admitted in any window of W       state words per key
 //	GCRA             B at once, then the rate: B + W/T       8 B
 //	FixedWindow      N per window; 2N across a boundary      8 B
 //	AnchoredWindow   N per window from the key's first       8 B
 //	                 request; 2N across a boundary
 //	SlidingCounter   N per fixed window; 2N−1 rolling        8 B
-//	SlidingLog       N in every rolling W, exactly           8·N + 32 B
-//	Rolling          Q in every run of W/P aligned slices    8·(W/P + 1) + 32 B
+//	SlidingLog       N in every rolling W, exactly           8·(N + 1) B
+//	Rolling          Q in every run of W/P aligned slices    8·(W/P + 1) B
 //	Bands            every band's own bound                  the bands' sum
 //
 // Figures per algorithm (ns per decision, heap per key) are in the README

@@ -156,7 +156,13 @@ func (k *Keyed[K]) report(key K, now int64, n int, ok bool) {
 		k.hook.Allowed(k.hookName, n)
 		return
 	}
-	k.hook.Denied(k.hookName, n, k.peek(key, now, n).RetryAfter)
+	d := k.peek(key, now, n)
+	if d.Allowed {
+		// Denied, yet a state would admit it: a new key that the full
+		// limiter refused. Report the refusal's wait, as Decide returns it.
+		d = k.refusal(key, n)
+	}
+	k.hook.Denied(k.hookName, n, d.RetryAfter)
 }
 
 // reportDecision passes a decision to the hook.
@@ -260,7 +266,10 @@ func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
 // and creating no key; Peek(key, 0) describes the key as it is. Peek is
 // shorthand for PeekAt(key, clock.Now(), n). For a key the limiter does not
 // hold, it answers as for a new key; if the limiter is full and finds no
-// room, the Decide that follows refuses it.
+// room, the Decide that follows refuses it. It allocates nothing, except
+// for a key it does not hold under a rule wider than one word (the log,
+// the rolling window, bands): then it decides on a fresh state of that
+// many words, dropped after.
 func (k *Keyed[K]) Peek(key K, n int) gcra.Decision { return k.peek(key, k.src.Now(), n) }
 
 // PeekAt is Peek at the given time.
@@ -276,9 +285,19 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 			return d
 		}
 	}
-	// A new key: decide on the state a new cell would start with (for a
-	// rule wider than one word, on a copy that is then dropped).
+	// A new key: decide on the state a new cell would start with, the
+	// floor. A one-word rule decides on the floor's value itself; a rule
+	// wider than one word, on a fresh state that is then dropped (an
+	// allocation of its words).
 	r := k.tierFor(key).cur.Load()
+	switch {
+	case r.gcra:
+		_, d := r.g.Decide(int64(k.cells.floors[0].Load()), now, n)
+		return d
+	case r.word != nil:
+		_, d := r.word.Decide(k.cells.floors[0].Load(), now, n)
+		return d
+	}
 	var w Bucket
 	var rest []atomic.Uint64
 	if k.cells.words > 1 {
@@ -344,11 +363,19 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 // other is denied with RetryAfter and TokenAfter the longest its rule takes
 // to become idle (gcra.Never for DenyAll).
 func (k *Keyed[K]) refused(key K, n int) gcra.Decision {
+	d := k.refusal(key, n)
+	if !d.Allowed {
+		k.st.Refused()
+	}
+	return d
+}
+
+// refusal is refused's decision, counting nothing.
+func (k *Keyed[K]) refusal(key K, n int) gcra.Decision {
 	r := k.tierFor(key).cur.Load()
 	if r.gcra && r.g.IsUnlimited() && n >= 0 {
 		return gcra.Decision{Allowed: true, Remaining: math.MaxInt}
 	}
-	k.st.Refused()
 	if r.maxN == 0 {
 		return gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
 	}

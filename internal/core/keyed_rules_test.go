@@ -153,3 +153,39 @@ func TestKeyedSetRuleOnLiveStates(t *testing.T) {
 		})
 	}
 }
+
+// Peek of a key the limiter does not hold allocates nothing under a
+// one-word rule (it decided on a fresh Bucket that escaped: one allocation
+// per call for GCRA), and neither does a cost-0 request for a new key,
+// which peeks.
+func TestKeyedPeekAbsentKeyAllocatesNothing(t *testing.T) {
+	for _, r := range []core.Rule{core.GCRA(gcra.PerSecond(10), 5), core.FixedWindow(5, time.Second), core.SlidingCounter(5, time.Second)} {
+		k, err := core.NewKeyed[int](r, core.WithSweepInterval(0))
+		require.NoError(t, err)
+		now := time.Now()
+		allocs := testing.AllocsPerRun(100, func() {
+			k.PeekAt(7, now, 1)
+			k.AllowN(8, now, 0)
+			k.DecideAt(9, now, 0)
+		})
+		require.Zero(t, allocs, "%v", r)
+		require.Zero(t, k.Len(), "%v: peeks create no key", r)
+	}
+}
+
+// The hook is told a refused new key's real wait on every path: Allow and
+// AllowN reported 0s (the wait of a fresh state, which would have admitted)
+// where Decide returns the rule's time to idle.
+func TestKeyedHookRefusedNewKey(t *testing.T) {
+	clk := newFakeClock()
+	hook := &countingHook{}
+	k, err := core.NewKeyed[string](core.FixedWindow(1, 5*time.Second), core.WithClock(clk), core.WithSweepInterval(0),
+		core.WithHook("api", hook), core.WithMaxKeys(1, core.RejectNew))
+	require.NoError(t, err)
+	require.True(t, k.Allow("a"))
+	require.False(t, k.Allow("b"), "full: the new key is refused")
+	require.Equal(t, int64(5*time.Second), hook.lastRetry.Load(), "Allow's refusal")
+	hook.lastRetry.Store(0)
+	require.False(t, k.Decide("b", 1).Allowed)
+	require.Equal(t, int64(5*time.Second), hook.lastRetry.Load(), "Decide's refusal")
+}
