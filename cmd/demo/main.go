@@ -1,4 +1,4 @@
-// Command demo runs atomicbucket limiters on real goroutines and prints a
+// Command demo runs atomiclimit limiters on real goroutines and prints a
 // table of what they admitted beside the bound each must respect:
 // admitted ≤ burst + elapsed/interval; then the same per key for Keyed
 // limiters whose idle keys are swept away while they run.

@@ -8,7 +8,7 @@
 // words, and tells a keyed limiter what exact eviction needs: when a state is
 // idle (no later decision could tell it from a fresh one), the floor a
 // replacement must start from, and how to retire it. The limiters above it
-// (atomicbucket's single-key and keyed limiters) hold the words, the clock,
+// (internal/core's single-key and keyed limiters) hold the words, the clock,
 // the map and the tiers; an Algorithm holds only validated parameters and is
 // immutable.
 //
