@@ -52,7 +52,7 @@ type Algorithm interface {
 	// algorithms.
 	Words() int
 	// Init sets a fresh state that starts at floor (0, or floors from Idle
-	// combined by Max): it is never fuller than any state retired with a
+	// raised by Raise): it is never fuller than any state retired with a
 	// floor at most floor was at its retirement.
 	Init(s State, floor uint64)
 	// Admits reports whether Admit would admit n at now. Loads only.
