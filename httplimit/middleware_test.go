@@ -410,3 +410,38 @@ func TestAllowPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// Keys on two tiers, alternating: each tier's header fields are built once
+// and kept. Before, every request whose quota differed from the last one's
+// rebuilt them (a table of up to 129 strings), so the allow path allocated
+// on each request.
+func TestAllowPathAllocsAcrossTiers(t *testing.T) {
+	lim, err := atomiclimit.NewKeyed[string](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lim.SetKeyRule("paid", atomiclimit.GCRA(gcra.PerSecond(1_000_000_000), 120)); err != nil { // r stays within the prebuilt table (tableMax)
+		t.Fatal(err)
+	}
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	free, paid := httptest.NewRequest("GET", "/", nil), httptest.NewRequest("GET", "/", nil)
+	free.Header.Set("X-Client", "free")
+	paid.Header.Set("X-Client", "paid")
+	w := newReuseWriter()
+	h.ServeHTTP(w, free)
+	h.ServeHTTP(w, paid)
+	n := testing.AllocsPerRun(500, func() {
+		w.reset()
+		h.ServeHTTP(w, free)
+		w.reset()
+		h.ServeHTTP(w, paid)
+	})
+	if n > 2 { // the header slice of each response, as on one tier
+		t.Errorf("%v allocs per pair of requests on two tiers, want at most 2", n)
+	}
+	w.reset()
+	h.ServeHTTP(w, paid)
+	if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=120;w=1` {
+		t.Errorf("paid key's policy %q", got)
+	}
+}
