@@ -61,7 +61,7 @@ func NewSet(algs ...Algorithm) (*Set, error) {
 	for i, a := range algs {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
-		s.rule[i], _ = Rule(a)
+		s.rule[i], _ = WordOf(a)
 		if !refunds(a) && i != len(algs)-1 {
 			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
 		}

@@ -116,9 +116,9 @@ func (w word) Compatible(other Algorithm) bool {
 	return ok && sameLayout(w.r, o.r)
 }
 
-// Rule returns the WordRule of a one-word Algorithm, and false for the
+// WordOf returns the WordRule of a one-word Algorithm, and false for the
 // others (the limiters' fast paths use it).
-func Rule(a Algorithm) (WordRule, bool) {
+func WordOf(a Algorithm) (WordRule, bool) {
 	w, ok := a.(word)
 	return w.r, ok
 }

@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +13,6 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/core"
 )
-
-// hammerEach runs f on goroutines goroutines released at once and returns
-// what each returned. Every goroutine does a bounded amount of work.
-func hammerEach[T any](f func(g int) T) []T {
-	out := make([]T, goroutines)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			out[g] = f(g)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return out
-}
 
 // checkGCRABound asserts the GCRA bound on sorted admission times: for
 // every i ≤ j, the j−i+1 admissions in [t_i, t_j] are at most B + (t_j−t_i)/T,

@@ -137,15 +137,6 @@ func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
 // algo.RetiredTAT.
 func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
 
-// retireFrom moves the bucket to algo.RetiredTAT if its state is still tat, and
-// reports whether it did. A retired bucket denies every finite request and
-// never changes again (see algo.RetiredTAT): a keyed map retires a cell before
-// it removes it, so an admission racing with the removal either lands first,
-// and this CompareAndSwap fails, or fails itself and finds the cell retired.
-func (b *Bucket) retireFrom(tat int64) bool {
-	return tat != algo.RetiredTAT && b.tat.CompareAndSwap(uint64(tat), uint64(algo.RetiredTAT))
-}
-
 // IsRetired reports whether the bucket has been retired.
 func (b *Bucket) IsRetired() bool { return int64(b.tat.Load()) == algo.RetiredTAT }
 

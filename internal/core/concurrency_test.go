@@ -19,20 +19,30 @@ const goroutines = 16
 // hammer runs f on goroutines goroutines at once and returns the sum of what
 // they return. Every goroutine does a bounded amount of work.
 func hammer(f func(g int) int64) int64 {
-	var total atomic.Int64
+	var total int64
+	for _, n := range hammerEach(f) {
+		total += n
+	}
+	return total
+}
+
+// hammerEach runs f on goroutines goroutines released at once and returns
+// what each returned. Every goroutine does a bounded amount of work.
+func hammerEach[T any](f func(g int) T) []T {
+	out := make([]T, goroutines)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for g := 0; g < goroutines; g++ {
+	for g := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			total.Add(f(g))
+			out[g] = f(g)
 		}()
 	}
 	close(start)
 	wg.Wait()
-	return total.Load()
+	return out
 }
 
 // In rounds separated by barriers, the clock moves and every goroutine takes

@@ -303,7 +303,7 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 	if k.cells.words > 1 {
 		rest = make([]atomic.Uint64, k.cells.words-1)
 	}
-	s := stateOf(&w.tat, rest)
+	s := algo.State{Word: &w.tat, Rest: rest}
 	r.set.Init(s, k.cells.floors[:])
 	d, _ := r.set.Decide(s, now, n, true)
 	return d
@@ -521,7 +521,7 @@ func (g *cells) state(c *cell) algo.State {
 	}
 	// c is &w.cell for a wideCell w (newCell allocates them so), and cell is
 	// wideCell's first field: the conversion recovers w.
-	return stateOf(&c.tat, (*wideCell)(unsafe.Pointer(c)).rest)
+	return algo.State{Word: &c.tat, Rest: (*wideCell)(unsafe.Pointer(c)).rest}
 }
 
 func (g *cells) RetireIdle(c *cell, now int64) bool {

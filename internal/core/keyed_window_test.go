@@ -257,25 +257,6 @@ type windowAdmission struct {
 	counted int64
 }
 
-// windowHammer runs f on goroutines goroutines at once and returns what
-// each returned, in goroutine order.
-func windowHammer[T any](f func(g int) T) []T {
-	out := make([]T, goroutines)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			out[g] = f(g)
-		}()
-	}
-	close(start)
-	wg.Wait()
-	return out
-}
-
 // windowPerCall is how many calls each goroutine makes in the stale-now
 // tests.
 func windowPerCall() int {
@@ -300,7 +281,7 @@ func TestKeyedWindowEvictionRace(t *testing.T) {
 			got := make([][]windowAdmission, keys)
 			var sweeps atomic.Int64
 			steps := windowPerCall() / 2
-			windowHammer(func(g int) int {
+			hammerEach(func(g int) int {
 				rng := rand.New(rand.NewPCG(uint64(g), 9))
 				for i := range steps {
 					// Every call moves the clock; a caller that yields before

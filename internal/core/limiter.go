@@ -24,8 +24,7 @@ import (
 type Limiter struct {
 	cell  PaddedBucket // first, so it starts the allocation's first line
 	rule  atomic.Pointer[rule]
-	rest  []atomic.Uint64 // the state of a rule wider than one word
-	st    algo.State      // the state's view: the cell's word and the rest; set once
+	st    algo.State // the state's view: the cell's word and the rest; set once
 	src   timebase.Source
 	start int64 // where the windows of every rule it builds start (newRule)
 }
@@ -46,18 +45,15 @@ func New(spec Rule, opts ...Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.st = algo.State{Word: &l.cell.tat}
 	if w := r.set.Words(); w > 1 {
-		l.rest = make([]atomic.Uint64, w-1)
+		l.st.Rest = make([]atomic.Uint64, w-1) // a rule wider than one word
 	}
-	l.st = stateOf(&l.cell.tat, l.rest)
 	var floors [algo.MaxBands]atomic.Uint64
-	r.set.Init(l.state(), floors[:])
+	r.set.Init(l.st, floors[:])
 	l.rule.Store(r)
 	return l, nil
 }
-
-// state is the limiter's state.
-func (l *Limiter) state() algo.State { return l.st }
 
 // paramsFor validates limit and burst, and checks them against src's clock.
 func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params, error) {
@@ -136,9 +132,9 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
 	case r.word != nil:
 		_, ok = algo.AdmitWord(&l.cell.tat, r.word, now, n)
 	case r.one != nil:
-		_, ok = r.one.Admit(l.state(), now, n)
+		_, ok = r.one.Admit(l.st, now, n)
 	default:
-		ok = r.set.Admit(l.state(), now, n)
+		ok = r.set.Admit(l.st, now, n)
 	}
 	return ok
 }
@@ -167,7 +163,7 @@ func (l *Limiter) decide(now int64, n int, peek bool) gcra.Decision {
 	r := l.rule.Load()
 	switch {
 	case !r.gcra:
-		d, _ := r.set.Decide(l.state(), now, n, peek)
+		d, _ := r.set.Decide(l.st, now, n, peek)
 		return d
 	case peek:
 		return l.cell.PeekN(&r.g, now, n)

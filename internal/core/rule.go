@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
@@ -111,7 +110,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 		r.g, r.gcra = *p, true
 	}
 	r.set, _ = algo.NewSet(a) // one band always makes a set
-	r.word, _ = algo.Rule(a)
+	r.word, _ = algo.WordOf(a)
 	r.one = a
 	r.q = r.describe()
 	r.maxN = maxN(spec, p)
@@ -228,10 +227,4 @@ func (r *rule) idleAfter() int64 {
 		d = max(d, int64(r.set.Band(i).Quota().IdleAfter))
 	}
 	return d
-}
-
-// stateOf is a state's view: its first word w and, for a rule wider than
-// one word, the rest (Words() − 1 words).
-func stateOf(w *atomic.Uint64, rest []atomic.Uint64) algo.State {
-	return algo.State{Word: w, Rest: rest}
 }
