@@ -291,7 +291,10 @@ func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.
 			return
 		}
 	}
-	f := p.fields(key)
+	var f *fields // the header values: none to write with HeadersNone
+	if m.headers&HeadersNone == 0 {
+		f = p.fields(key)
+	}
 	var d gcra.Decision
 	if n == 0 {
 		d = peekFree(p.lim, key)

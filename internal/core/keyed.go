@@ -69,6 +69,7 @@ type Keyed[K comparable] struct {
 	hookName string
 
 	tierFunc  atomic.Pointer[func(K) *Tier] // chooses a new key's tier; nil: def
+	tiered    atomic.Bool                   // a key may be off the default tier: set before that can happen
 	overrides *xsync.MapOf[K, *Tier]        // SetKeyRule's per-key tiers
 	setMu     sync.Mutex                    // serialises SetKeyRule and ClearKeyRule
 }
@@ -411,6 +412,9 @@ func (k *Keyed[K]) SetRule(spec Rule) error { return k.def.SetRule(spec) }
 // Quota describes the rule key is held to: its own (SetKeyRule), its
 // tier's, or the default.
 func (k *Keyed[K]) Quota(key K) Quota {
+	if !k.tiered.Load() {
+		return k.def.cur.Load().quota() // every key is on the default tier: no lookup
+	}
 	if c, ok := k.m.Load(key); ok {
 		return c.rule().quota()
 	}
@@ -434,6 +438,7 @@ func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 		k.tierFunc.Store(nil)
 		return
 	}
+	k.tiered.Store(true) // first the flag, then the function that may use it
 	k.tierFunc.Store(&f)
 }
 
@@ -448,9 +453,11 @@ func (k *Keyed[K]) SetKeyRule(key K, spec Rule) error {
 	}
 	k.setMu.Lock()
 	defer k.setMu.Unlock()
-	// First record the override, so that a cell created from now on reads
-	// it; then update the cell that may already exist. A cell created
-	// between the two steps read the override already.
+	// First the flag (Quota then looks keys up); then record the override,
+	// so that a cell created from now on reads it; then update the cell
+	// that may already exist. A cell created between the two steps read the
+	// override already.
+	k.tiered.Store(true)
 	k.overrides.Store(key, t)
 	k.retier(key, t)
 	return nil
