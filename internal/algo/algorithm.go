@@ -87,6 +87,15 @@ type Algorithm interface {
 	Compatible(other Algorithm) bool
 }
 
+// A Taker is an Algorithm that can return, with an admission's decision,
+// what its Refund needs: the one-word algorithms and the rolling window. The
+// log cannot refund and is not a Taker.
+type Taker interface {
+	// Take is Decide without peek that also returns the value Refund takes
+	// as stored, or 0 when it stored nothing (a denial, a peek).
+	Take(s State, now int64, n int) (gcra.Decision, uint64)
+}
+
 // A Mark is what Retire compares against: the word a one-word state held
 // when Idle read it, or a ring's position and the slot value its next
 // admission would replace.

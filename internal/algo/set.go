@@ -216,6 +216,36 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 	return d, band
 }
 
+// Take is Decide without peek that also returns what RefundTaken needs to
+// give the admission back: for a set of one band that is a Taker, the value
+// it stored; otherwise 0, nothing to give back (the log cannot refund, and
+// several bands would need a value per band).
+func (s *Set) Take(st State, now int64, n int) (gcra.Decision, uint64) {
+	if len(s.algs) == 1 {
+		if r := s.rule[0]; r != nil {
+			return TakeWord(st.Word, r, now, n)
+		}
+		if t, ok := s.algs[0].(Taker); ok {
+			return t.Take(st, now, n)
+		}
+	}
+	d, _ := s.Decide(st, now, n, false)
+	return d, 0
+}
+
+// RefundTaken gives back the n of an admission for which Take returned
+// stored ≠ 0, if the state still counts it (the band's Refund says when),
+// and reports whether it did. Like every refund it never creates quota.
+func (s *Set) RefundTaken(st State, stored uint64, now int64, n int) bool {
+	if stored == 0 || len(s.algs) != 1 {
+		return false
+	}
+	if r := s.rule[0]; r != nil {
+		return refundWord(st.Word, r, stored, now, n)
+	}
+	return s.algs[0].Refund(st, stored, now, n)
+}
+
 // snapshot is step 1 of a removal (see Set): each band's Idle, the last
 // band first.
 type snapshot struct {

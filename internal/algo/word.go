@@ -67,25 +67,52 @@ func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
 }
 
 func (w word) Decide(s State, now int64, n int, peek bool) gcra.Decision {
+	if peek {
+		_, d := w.r.Decide(s.Word.Load(), now, n)
+		return d
+	}
+	d, _ := TakeWord(s.Word, w.r, now, n)
+	return d
+}
+
+func (w word) Take(s State, now int64, n int) (gcra.Decision, uint64) {
+	return TakeWord(s.Word, w.r, now, n)
+}
+
+// TakeWord is AdmitWord with the whole decision: it decides n at now on the
+// word at p, stores the next word if n is admitted, and returns the decision
+// and the word it stored (what Refund needs), or 0 if it stored nothing (a
+// denial, a peek, Unlimited).
+func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, uint64) {
 	for {
-		old := s.Word.Load()
-		next, d := w.r.Decide(old, now, n)
-		if peek || !d.Allowed || next == old || s.Word.CompareAndSwap(old, next) {
-			return d
+		old := p.Load()
+		next, d := r.Decide(old, now, n)
+		if !d.Allowed || next == old {
+			return d, 0
+		}
+		// As in AdmitWord: the CompareAndSwap is the linearisation point,
+		// and a lost race decides again on the winner's state.
+		if p.CompareAndSwap(old, next) {
+			return d, next
 		}
 	}
 }
 
 func (w word) Refund(s State, stored uint64, now int64, n int) bool {
+	return refundWord(s.Word, w.r, stored, now, n)
+}
+
+// refundWord is the CompareAndSwap loop of a WordRule's Refund.
+func refundWord(p *atomic.Uint64, r WordRule, stored uint64, now int64, n int) bool {
 	for {
-		old := s.Word.Load()
-		back, ok := w.r.Refund(old, stored, now, n)
+		old := p.Load()
+		back, ok := r.Refund(old, stored, now, n)
 		if !ok {
 			return false
 		}
 		// Fails only if something was admitted meanwhile; the retry then
 		// finds a state that may no longer count the refunded admission.
-		if s.Word.CompareAndSwap(old, back) {
+		if p.CompareAndSwap(old, back) {
 			return true
 		}
 	}

@@ -78,12 +78,23 @@ func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
 
 // DecideN is AllowN with the whole decision (remaining, retry-after, reset).
 func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
+	d, _ := b.TakeN(p, now, n)
+	return d
+}
+
+// TakeN is DecideN that also returns the TAT it stored, what Refund needs,
+// or 0 if it stored nothing.
+func (b *Bucket) TakeN(p *gcra.Params, now int64, n int) (gcra.Decision, int64) {
 	for {
 		old := b.tat.Load()
 		next, d := p.Decide(int64(old), now, n)
 		// Denials, peeks (n = 0) and Unlimited store nothing.
-		if !d.Allowed || n == 0 || p.IsUnlimited() || b.tat.CompareAndSwap(old, uint64(next)) {
-			return d
+		if !d.Allowed || n == 0 || p.IsUnlimited() {
+			return d, 0
+		}
+		// The CompareAndSwap is the admission's linearisation point.
+		if b.tat.CompareAndSwap(old, uint64(next)) {
+			return d, next
 		}
 		// Lost the race: decide again against the winner's state.
 	}

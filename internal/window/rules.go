@@ -175,6 +175,11 @@ func (a *rollingAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Deci
 	return a.p.decideOn(a.words(s), now, n, peek)
 }
 
+func (a *rollingAlg) Take(s algo.State, now int64, n int) (gcra.Decision, uint64) {
+	stored, d := a.p.decideHeadOn(a.words(s), now, n)
+	return d, stored
+}
+
 func (a *rollingAlg) Refund(s algo.State, stored uint64, _ int64, n int) bool {
 	return a.p.refundOn(a.words(s), stored, n)
 }

@@ -1,0 +1,190 @@
+package core_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
+)
+
+// takeRules are the rules Take and Refund are tested on: the ones whose
+// admissions can be given back, and the two that cannot (the log, bands).
+var takeRules = []struct {
+	name    string
+	rule    core.Rule
+	refunds bool
+}{
+	{"gcra", core.GCRA(gcra.Every(250*time.Millisecond), 4), true},
+	{"fixed", core.FixedWindow(4, time.Second), true},
+	{"anchored", core.AnchoredWindow(4, time.Second), true},
+	{"counter", core.SlidingCounter(4, time.Second), true},
+	{"rolling", core.Rolling(4, time.Second, 250*time.Millisecond, 0), true},
+	{"log", core.SlidingLog(4, time.Second), false},
+	{"bands", core.Bands(core.GCRA(gcra.Every(250*time.Millisecond), 4), core.FixedWindow(4, time.Second)), false},
+}
+
+// Take is Decide with a receipt, and a Refund of that receipt puts the key
+// back where it was: the next decisions are those of a key that never had
+// the admission. For the log and bands the receipt is 0 and nothing is
+// given back. A denial, a peek and a refused request have no receipt.
+func TestKeyedTakeRefund(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range takeRules {
+		t.Run("algo="+c.name, func(t *testing.T) {
+			clk := newFakeClock()
+			k, err := core.NewKeyed[string](c.rule, core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			ref, err := core.NewKeyed[string](c.rule, core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			clk.Advance(100 * time.Millisecond)
+
+			// One admission on both, then a second one on k only, refunded.
+			d, r, err := k.Take(ctx, "a", 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			require.Equal(t, ref.Decide("a", 1), d, "Take decides as Decide")
+			d, r, err = k.Take(ctx, "a", 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			ok, err := k.Refund(ctx, "a", 1, r)
+			require.NoError(t, err)
+			require.Equal(t, c.refunds, ok)
+			require.Equal(t, c.refunds, r != 0, "a receipt exactly when it can be refunded")
+			if c.refunds {
+				require.Equal(t, ref.Peek("a", 0), k.Peek("a", 0), "after the refund, the key is as if the admission never happened")
+				for range 6 {
+					require.Equal(t, ref.Decide("a", 1), k.Decide("a", 1))
+				}
+			} else {
+				require.Equal(t, ref.Peek("a", 0).Remaining-1, k.Peek("a", 0).Remaining, "nothing given back")
+			}
+
+			// Receipts only for admissions that stored something.
+			_, r, _ = k.Take(ctx, "b", 0)
+			require.Zero(t, r, "a peek")
+			_, r, _ = k.Take(ctx, "b", 5)
+			require.Zero(t, r, "more than the rule ever admits")
+			_, r, _ = k.Take(ctx, "b", -1)
+			require.Zero(t, r, "n < 0")
+			for {
+				d, r, _ = k.Take(ctx, "c", 1)
+				if !d.Allowed {
+					break
+				}
+			}
+			require.Zero(t, r, "a denial")
+			ok, _ = k.Refund(ctx, "c", 1, 0)
+			require.False(t, ok, "receipt 0")
+			ok, _ = k.Refund(ctx, "absent", 1, 12345)
+			require.False(t, ok, "a key not held")
+		})
+	}
+}
+
+// A refund gives back nothing once the admission can no longer be taken
+// back without creating quota. GCRA: another admission came after it (its
+// slot was placed after this one's). The fixed window: the window passed
+// (within the window, counts add, so a later admission does not matter).
+func TestKeyedRefundNeverCreatesQuota(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	g, err := core.NewKeyed[string](core.GCRA(gcra.Every(time.Second), 3), core.WithClock(clk), core.WithSweepInterval(0))
+	require.NoError(t, err)
+	_, r1, _ := g.Take(ctx, "k", 1)
+	_, r2, _ := g.Take(ctx, "k", 1)
+	ok, _ := g.Refund(ctx, "k", 1, r1)
+	require.False(t, ok, "GCRA: a later admission holds the slot after this one")
+	ok, _ = g.Refund(ctx, "k", 1, r2)
+	require.True(t, ok, "the latest is given back")
+	ok, _ = g.Refund(ctx, "k", 1, r1)
+	require.True(t, ok, "then the one before it: reverse order gives back both")
+	require.Equal(t, 3, g.Peek("k", 0).Remaining)
+
+	// Time passing: a refund never moves the TAT below now.
+	_, r, _ := g.Take(ctx, "t", 3)
+	clk.Advance(2 * time.Second)
+	ok, _ = g.Refund(ctx, "t", 3, r)
+	require.True(t, ok)
+	require.Equal(t, 3, g.Peek("t", 0).Remaining)
+	require.Equal(t, 0, g.Peek("t", 3).Remaining, "full, and no more than full")
+
+	f, err := core.NewKeyed[string](core.FixedWindow(3, time.Second), core.WithClock(clk), core.WithSweepInterval(0))
+	require.NoError(t, err)
+	_, r1, _ = f.Take(ctx, "k", 1)
+	_, _, _ = f.Take(ctx, "k", 1)
+	ok, _ = f.Refund(ctx, "k", 1, r1)
+	require.True(t, ok, "fixed window: counts add, any admission of the window can be given back")
+	_, r, _ = f.Take(ctx, "k", 1)
+	clk.Advance(time.Second)
+	_, _, _ = f.Take(ctx, "k", 1)
+	ok, _ = f.Refund(ctx, "k", 1, r)
+	require.False(t, ok, "its window has passed: nothing to give back in the new one")
+	require.Equal(t, 2, f.Peek("k", 0).Remaining)
+}
+
+// Many goroutines take and refund on one key at one instant. Whatever the
+// interleaving, the key's state at the end is exactly that of the
+// admissions not refunded, and no more than the quota is ever held: net
+// admissions (taken minus refunded) ≤ quota, and the key's Remaining equals
+// quota − net.
+func TestKeyedTakeRefundConcurrent(t *testing.T) {
+	ctx := context.Background()
+	const quota = 64
+	for _, c := range takeRules[:5] {
+		t.Run("algo="+c.name, func(t *testing.T) {
+			rule := map[string]core.Rule{
+				"gcra":     core.GCRA(gcra.Every(time.Second), quota),
+				"fixed":    core.FixedWindow(quota, time.Hour),
+				"anchored": core.AnchoredWindow(quota, time.Hour),
+				"counter":  core.SlidingCounter(quota, time.Hour),
+				"rolling":  core.Rolling(quota, time.Hour, time.Minute, 0),
+			}[c.name]
+			clk := newFakeClock()
+			k, err := core.NewKeyed[string](rule, core.WithClock(clk), core.WithSweepInterval(0))
+			require.NoError(t, err)
+			var taken, refunded atomic.Int64
+			hammerEach(func(g int) struct{} {
+				rng := rand.New(rand.NewPCG(uint64(g), 7))
+				for range 2000 {
+					n := 1 + rng.IntN(3)
+					d, r, _ := k.Take(ctx, "hot", n)
+					if !d.Allowed {
+						continue
+					}
+					taken.Add(int64(n))
+					if rng.IntN(2) == 0 {
+						if ok, _ := k.Refund(ctx, "hot", n, r); ok {
+							refunded.Add(int64(n))
+						}
+					}
+				}
+				return struct{}{}
+			})
+			net := taken.Load() - refunded.Load()
+			require.LessOrEqual(t, net, int64(quota))
+			require.Equal(t, quota-int(net), k.Peek("hot", 0).Remaining, "the state counts exactly the admissions not given back")
+			require.Positive(t, refunded.Load())
+		})
+	}
+}
+
+// Take and Refund allocate nothing on a key already held.
+func TestKeyedTakeRefundAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range takeRules {
+		k, err := core.NewKeyed[string](c.rule, core.WithSweepInterval(0))
+		require.NoError(t, err)
+		k.Allow("k")
+		allocs := testing.AllocsPerRun(200, func() {
+			_, r, _ := k.Take(ctx, "k", 1)
+			k.Refund(ctx, "k", 1, r)
+		})
+		require.Zero(t, allocs, c.name)
+	}
+}
