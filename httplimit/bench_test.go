@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -55,7 +56,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"headers=all", AllHeaders, nil},
 	} {
 		b.Run("handler=limited/key=remote/"+tc.name, func(b *testing.B) {
-			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}, Headers: tc.headers, Hook: tc.hook})
+			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Headers: tc.headers, Hook: tc.hook})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +65,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	b.Run("handler=limited/key=xff/headers=default", func(b *testing.B) {
 		key, _ := ClientIP(IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
-		m, _ := New(Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}})
+		m, _ := New(Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 		r := r.Clone(r.Context())
 		r.RemoteAddr = "10.0.0.1:4711"
 		r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.0.0.2")
@@ -72,7 +73,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("handler=denied/key=remote/headers=default", func(b *testing.B) {
 		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
-		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}})
+		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}})
 		benchServe(b, m.Handler(okHandler), r, 429)
 	})
 }
@@ -82,7 +83,7 @@ func BenchmarkMiddleware(b *testing.B) {
 func BenchmarkMiddlewareRecorder(b *testing.B) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "203.0.113.9:4711"
-	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: allowAll[netip.Prefix](b)}})
+	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,5 +140,43 @@ func BenchmarkKeyType(b *testing.B) {
 			k, _ := key(reqs[i%len(reqs)])
 			lim.Decide(k, 1)
 		}
+	})
+}
+
+// BenchmarkStacked measures the cost of each further policy a request is
+// checked against (Config.Policies): policies=1 is BenchmarkMiddleware's
+// limited case, and the step from one row to the next is one more Take, its
+// hook and its header items. denied=second is a request the second policy
+// denies: the first policy's admission is given back.
+func BenchmarkStacked(b *testing.B) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "203.0.113.9:4711"
+	names := []string{"a", "b", "c", "d"}
+	for _, headers := range []struct {
+		name string
+		set  HeaderSet
+	}{{"none", HeadersNone}, {"default", DefaultHeaders}} {
+		for n := 1; n <= len(names); n++ {
+			b.Run(fmt.Sprintf("headers=%s/policies=%d", headers.name, n), func(b *testing.B) {
+				var pols []Policy[netip.Prefix]
+				for _, name := range names[:n] {
+					pols = append(pols, Policy[netip.Prefix]{Name: name, Limiter: allowAll[netip.Prefix](b)})
+				}
+				m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: pols, Headers: headers.set})
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchServe(b, m.Handler(okHandler), r, 200)
+			})
+		}
+	}
+	b.Run("headers=default/policies=2/denied=second", func(b *testing.B) {
+		none, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
+		m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{
+			{Name: "a", Limiter: allowAll[netip.Prefix](b)}, {Name: "b", Limiter: none}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchServe(b, m.Handler(okHandler), r, 429)
 	})
 }

@@ -145,7 +145,7 @@ func TestClientIPGrouping(t *testing.T) {
 	// Two addresses in one /64 share a bucket; the next /64 does not.
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
 	key, _ := ClientIP(IPOptions{})
-	h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}}).Handler(okHandler)
 	if w := do(h, "GET", "/", "[2001:db8:0:1::1]:1"); w.Code != 200 {
 		t.Fatalf("first request: %d", w.Code)
 	}
@@ -197,7 +197,7 @@ func TestClientIPUnixSocketPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
-	h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}}).Handler(okHandler)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "@"
 	r.Header.Set("X-Forwarded-For", "203.0.113.9")
@@ -219,7 +219,7 @@ func TestClientIPBadRemoteAddr(t *testing.T) {
 	// Through the middleware: the error path, 500, and the Error hook.
 	hook := newCountingHook()
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook}).Handler(okHandler)
 	w := do(h, "GET", "/", "pipe")
 	if w.Code != http.StatusInternalServerError || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("bad RemoteAddr: %d %q", w.Code, w.Header().Get("Content-Type"))

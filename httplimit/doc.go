@@ -8,7 +8,7 @@
 //	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 //	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 //		Key:    key,
-//		Policy: httplimit.Policy[netip.Prefix]{Name: "per-ip", Limiter: lim},
+//		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
 //	})
 //	http.ListenAndServe(addr, mw.Handler(mux))
 //

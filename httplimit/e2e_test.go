@@ -26,7 +26,7 @@ type recordingLimiter struct {
 	start    time.Time
 }
 
-func (l *recordingLimiter) Decide(key netip.Prefix, n int) gcra.Decision {
+func (l *recordingLimiter) Take(_ context.Context, key netip.Prefix, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	now := time.Now()
 	d := l.k.DecideAt(key, now, n)
 	if d.Allowed {
@@ -34,11 +34,15 @@ func (l *recordingLimiter) Decide(key netip.Prefix, n int) gcra.Decision {
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))
 		l.mu.Unlock()
 	}
-	return d
+	return d, 0, nil
 }
 
-func (l *recordingLimiter) Peek(key netip.Prefix, n int) gcra.Decision {
-	return l.k.PeekAt(key, time.Now(), n)
+func (l *recordingLimiter) Check(_ context.Context, key netip.Prefix, n int) (gcra.Decision, error) {
+	return l.k.PeekAt(key, time.Now(), n), nil
+}
+
+func (l *recordingLimiter) Refund(context.Context, netip.Prefix, int, atomiclimit.Receipt) (bool, error) {
+	return false, nil
 }
 
 func (l *recordingLimiter) Quota(key netip.Prefix) atomiclimit.Quota { return l.k.Quota(key) }
@@ -67,7 +71,7 @@ func TestEndToEndBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Name: "e2e", Limiter: lim}})
+	m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "e2e", Limiter: lim}}})
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	})))

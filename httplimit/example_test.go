@@ -34,8 +34,8 @@ func Example() {
 		atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
 	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
-		Key:    key,
-		Policy: httplimit.Policy[netip.Prefix]{Name: "per-ip", Limiter: lim},
+		Key:      key,
+		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
 	})
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
@@ -59,7 +59,7 @@ func Example() {
 	clock.Add(20 * time.Second)
 	get()
 	// Output:
-	// 200 RateLimit: "per-ip";r=1;t=0
+	// 200 RateLimit: "per-ip";r=1
 	// RateLimit-Policy: "per-ip";q=2;w=40
 	// 200 RateLimit: "per-ip";r=0;t=20
 	// 429 RateLimit: "per-ip";r=0;t=20 Retry-After: 20

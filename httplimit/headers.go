@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"math/bits"
 	"net/http"
 	"strconv"
 	"time"
@@ -45,8 +46,8 @@ const (
 	hdrXReset     = "X-Ratelimit-Reset"
 )
 
-// tableMax bounds the precomputed RateLimit values: an admission that leaves
-// r ≤ tableMax tokens (and so t = 0) writes a string built in advance.
+// tableMax bounds the precomputed RateLimit values: an item with
+// 1 ≤ r ≤ tableMax (and so no t) is a string built in advance.
 const tableMax = 128
 
 // fields is what a policy's headers need from a quota, built once per quota
@@ -55,10 +56,10 @@ const tableMax = 128
 type fields struct {
 	quota   atomiclimit.Quota
 	limited bool   // false for Unlimited: no quota to describe, no headers
-	q       int    // quota: the burst B, or the window's count
+	q       int    // the advertised quota (see advertise)
 	limit   string // q in decimal
-	policy  string // the RateLimit-Policy value without pk
-	item    string // `"name";r=`: the start of the RateLimit value
+	policy  string // the RateLimit-Policy item without pk
+	item    string // `"name";r=`: the start of the RateLimit item
 	table   []string
 }
 
@@ -67,14 +68,15 @@ func newFields(quota atomiclimit.Quota, name, unit string) *fields {
 	if !f.limited {
 		return f
 	}
-	f.q = quota.Limit
-	f.limit = strconv.Itoa(f.q)
+	q, w := advertise(quota)
+	f.q = q
+	f.limit = strconv.Itoa(q)
 	item := appendSFString(nil, name)
 	pol := append(append([]byte(nil), item...), ";q="...)
-	pol = strconv.AppendInt(pol, int64(f.q), 10)
-	if w := ceilSeconds(quota.Window); f.q > 0 {
+	pol = strconv.AppendInt(pol, int64(q), 10)
+	if q > 0 {
 		pol = append(pol, ";w="...)
-		pol = strconv.AppendInt(pol, max(w, 1), 10)
+		pol = strconv.AppendInt(pol, w, 10)
 	}
 	if unit != "" {
 		pol = append(pol, ";qu="...)
@@ -82,11 +84,32 @@ func newFields(quota atomiclimit.Quota, name, unit string) *fields {
 	}
 	f.policy = string(pol)
 	f.item = string(item) + ";r="
-	f.table = make([]string, min(f.q, tableMax)+1)
-	for r := range f.table {
-		f.table[r] = f.item + strconv.Itoa(r) + ";t=0"
+	f.table = make([]string, min(quota.Limit, tableMax)+1)
+	for r := 1; r < len(f.table); r++ {
+		f.table[r] = f.item + strconv.Itoa(r)
 	}
 	return f
+}
+
+// advertise returns the q and w (whole seconds, at least 1) of a quota's
+// RateLimit-Policy item. The window is rounded up to whole seconds, and the
+// quota scaled to the rounded window, so that q/w is the limit's own rate
+// (rounded down), never a slower one: GCRA at 1000/s with burst 1 has a
+// window of 1ms and is advertised q=1000;w=1, not q=1;w=1. The quota is
+// never below the limit's own (a full burst is admitted at once). A window
+// that is already whole seconds is advertised as it is.
+func advertise(quota atomiclimit.Quota) (q int, w int64) {
+	q, w = quota.Limit, max(ceilSeconds(quota.Window), 1)
+	if q <= 0 || quota.Window <= 0 {
+		return q, w
+	}
+	// ⌊q·w·1s / Window⌋ in 128 bits: q·w·1s can pass 2^63.
+	hi, lo := bits.Mul64(uint64(q), uint64(w)*uint64(time.Second))
+	if hi >= uint64(quota.Window) {
+		return math.MaxInt, w // beyond any count a client can send
+	}
+	scaled, _ := bits.Div64(hi, lo, uint64(quota.Window))
+	return int(min(max(scaled, uint64(q)), math.MaxInt)), w
 }
 
 // ceilSeconds converts d to whole seconds, rounding up: a client that waits
@@ -117,77 +140,195 @@ func retryAfter(d gcra.Decision) int64 {
 	return max(s, 1) // a denial always waits: at least one second
 }
 
-// writeHeaders writes the selected headers for decision d. pk is the
-// partition key (nil: none). ra is the Retry-After in seconds, or < 0 for
-// none.
-func writeHeaders(h http.Header, set HeaderSet, f *fields, d gcra.Decision, pk []byte, ra int64) {
+// remaining returns the r an outcome advertises, and false if it has no
+// RateLimit item (its limiter could not decide, or it was not asked).
+func (o *outcome) remaining(n int) (int, bool) {
+	r := max(o.d.Remaining, 0)
+	switch o.kind {
+	case admitted, violated:
+	case refunded, wouldAdmit:
+		// A refunded admission, and a Check that would have admitted,
+		// report the state after n: the key holds n more.
+		r = min(r+n, o.f.quota.Limit)
+	default:
+		return 0, false
+	}
+	return r, true
+}
+
+// writeHeaders writes the selected headers for the outcomes of s's
+// policies. ra is the Retry-After in seconds, or < 0 for none. A field an
+// outer middleware already wrote is extended, not replaced: both lists
+// hold their own policies.
+func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []outcome, key K, n int, ra int64) {
+	set := m.headers
 	if set&HeadersNone != 0 {
 		return
 	}
+	var pk []byte
+	if m.pk != nil {
+		pk = m.pk(key)
+	}
+	// How many policies have items, and the most restrictive (fewest
+	// remaining) for the legacy headers.
+	items, policies, least, leastR := 0, 0, -1, 0
+	for j := range out {
+		o := &out[j]
+		if o.f == nil || !o.f.limited {
+			continue
+		}
+		policies++
+		if r, ok := o.remaining(n); ok {
+			items++
+			if least < 0 || r < leastR {
+				least, leastR = j, r
+			}
+		}
+	}
 	// One backing array for all the one-element slices: one allocation.
-	var n int
-	if f.limited {
-		if set&HeaderRateLimit != 0 {
-			n++
-		}
-		if set&HeaderPolicy != 0 {
-			n++
-		}
-		if set&HeaderLegacy != 0 {
-			n += 3
-		}
+	var k int
+	if items > 0 && set&HeaderRateLimit != 0 {
+		k++
+	}
+	if policies > 0 && set&HeaderPolicy != 0 {
+		k++
+	}
+	if least >= 0 && set&HeaderLegacy != 0 {
+		k += 3
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
-		n++
+		k++
 	}
-	if n == 0 {
+	if k == 0 {
 		return
 	}
-	vals := make([]string, n)
-	put := func(k, v string) {
+	vals := make([]string, k)
+	merge := len(h) > 0 // an outer middleware may have written its own fields
+	put := func(name, v string) {
+		if merge {
+			if old := h[name]; len(old) > 0 && old[0] != "" {
+				v = old[0] + ", " + v // an outer middleware's list, then ours
+			}
+		}
 		vals[0] = v
-		h[k] = vals[:1:1]
+		h[name] = vals[:1:1]
 		vals = vals[1:]
 	}
-	if f.limited {
-		if set&HeaderRateLimit != 0 {
-			put(hdrRateLimit, rateLimitValue(f, d, pk))
-		}
-		if set&HeaderPolicy != 0 {
-			v := f.policy
-			if pk != nil {
-				v = string(appendPK([]byte(v), pk))
-			}
-			put(hdrPolicy, v)
-		}
-		if set&HeaderLegacy != 0 {
-			put(hdrXLimit, f.limit)
-			put(hdrXRemaining, strconv.Itoa(d.Remaining))
-			put(hdrXReset, strconv.FormatInt(ceilSeconds(d.ResetAfter), 10))
-		}
+	if items > 0 && set&HeaderRateLimit != 0 {
+		put(hdrRateLimit, rateLimitValue(out, n, items, pk))
+	}
+	if policies > 0 && set&HeaderPolicy != 0 {
+		put(hdrPolicy, s.policyValue(out, policies, pk))
+	}
+	if least >= 0 && set&HeaderLegacy != 0 {
+		o := &out[least]
+		put(hdrXLimit, o.f.limit)
+		put(hdrXRemaining, strconv.Itoa(leastR))
+		put(hdrXReset, strconv.FormatInt(ceilSeconds(o.d.ResetAfter), 10))
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
+		if old := h[hdrRetryAfter]; merge && len(old) > 0 {
+			if prev, err := strconv.ParseInt(old[0], 10, 64); err == nil {
+				ra = max(ra, prev) // the longer wait of an outer middleware's denial
+			}
+			delete(h, hdrRetryAfter)
+		}
 		put(hdrRetryAfter, strconv.FormatInt(ra, 10))
 	}
 }
 
-// rateLimitValue is the RateLimit value `"name";r=R;t=T[;pk=:…:]`.
-func rateLimitValue(f *fields, d gcra.Decision, pk []byte) string {
-	r := max(d.Remaining, 0)
-	if d.TokenAfter == 0 && pk == nil && r < len(f.table) {
-		return f.table[r] // the common admission: no allocation
+// rateLimitValue is the RateLimit value: an item `"name";r=R[;t=T][;pk=:…:]`
+// per policy with a state to describe, in the configured order. t, the
+// draft's time until more quota is available, is sent when r = 0: it is
+// ⌈TokenAfter⌉, the time until one unit is. With r ≥ 1 there is quota now,
+// and t is left out (it is optional).
+func rateLimitValue(out []outcome, n, items int, pk []byte) string {
+	if items == 1 && pk == nil {
+		for j := range out {
+			o := &out[j]
+			if o.f == nil || !o.f.limited {
+				continue
+			}
+			if r, ok := o.remaining(n); ok && r >= 1 && r < len(o.f.table) {
+				return o.f.table[r] // the common admission: no allocation
+			}
+		}
 	}
-	var buf [96]byte
-	b := append(buf[:0], f.item...)
-	b = strconv.AppendInt(b, int64(r), 10)
-	if d.TokenAfter != gcra.Never {
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, ceilSeconds(d.TokenAfter), 10)
-	}
-	if pk != nil {
-		b = appendPK(b, pk)
+	var buf [256]byte
+	b := buf[:0]
+	for j := range out {
+		o := &out[j]
+		if o.f == nil || !o.f.limited {
+			continue
+		}
+		r, ok := o.remaining(n)
+		if !ok {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, o.f.item...)
+		b = strconv.AppendInt(b, int64(r), 10)
+		if r == 0 && o.d.TokenAfter > 0 && o.d.TokenAfter != gcra.Never {
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, ceilSeconds(o.d.TokenAfter), 10)
+		}
+		if pk != nil {
+			b = appendPK(b, pk)
+		}
 	}
 	return string(b)
+}
+
+// policyValue is the RateLimit-Policy value: every limited policy's item,
+// in the configured order. Without pk it is built once per combination of
+// quotas and kept.
+func (s *stack[K]) policyValue(out []outcome, policies int, pk []byte) string {
+	if pk == nil {
+		if policies == 1 {
+			for j := range out {
+				if f := out[j].f; f != nil && f.limited {
+					return f.policy
+				}
+			}
+		}
+		if jp := s.joined.Load(); jp != nil && jp.matches(out) {
+			return jp.value
+		}
+	}
+	var b []byte
+	for j := range out {
+		f := out[j].f
+		if f == nil || !f.limited {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.policy...)
+		if pk != nil {
+			b = appendPK(b, pk)
+		}
+	}
+	if pk != nil {
+		return string(b)
+	}
+	jp := &joinedPolicy{value: string(b)}
+	for j := range out {
+		jp.fs[j] = out[j].f
+	}
+	s.joined.Store(jp)
+	return jp.value
+}
+
+func (jp *joinedPolicy) matches(out []outcome) bool {
+	for j := range out {
+		if jp.fs[j] != out[j].f {
+			return false
+		}
+	}
+	return true
 }
 
 // appendPK appends the pk parameter, an sf-binary (RFC 9651, 3.3.5).

@@ -85,7 +85,7 @@ func intParam(it sfItem, k string) int64 {
 func TestHeadersTimeline(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(10, 10*time.Second), 5)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}, Headers: AllHeaders}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders}).Handler(okHandler)
 	steps := []struct {
 		advance     time.Duration
 		wantCode    int
@@ -94,17 +94,17 @@ func TestHeadersTimeline(t *testing.T) {
 		wantXRemain string
 		wantXReset  string
 	}{
-		{0, 200, `"default";r=4;t=0`, "", "4", "1"},
-		{0, 200, `"default";r=3;t=0`, "", "3", "2"},
-		{0, 200, `"default";r=2;t=0`, "", "2", "3"},
-		{0, 200, `"default";r=1;t=0`, "", "1", "4"},
+		{0, 200, `"default";r=4`, "", "4", "1"},
+		{0, 200, `"default";r=3`, "", "3", "2"},
+		{0, 200, `"default";r=2`, "", "2", "3"},
+		{0, 200, `"default";r=1`, "", "1", "4"},
 		{0, 200, `"default";r=0;t=1`, "", "0", "5"},
 		{0, 429, `"default";r=0;t=1`, "1", "0", "5"},
 		{300 * time.Millisecond, 429, `"default";r=0;t=1`, "1", "0", "5"}, // 0.7s rounded up
 		{700 * time.Millisecond, 200, `"default";r=0;t=1`, "", "0", "5"},  // exactly at RetryAfter
-		{2500 * time.Millisecond, 200, `"default";r=1;t=0`, "", "1", "4"}, // 2.5 tokens back, 1 taken
+		{2500 * time.Millisecond, 200, `"default";r=1`, "", "1", "4"}, // 2.5 tokens back, 1 taken
 		{0, 200, `"default";r=0;t=1`, "", "0", "5"},
-		{10 * time.Second, 200, `"default";r=4;t=0`, "", "4", "1"}, // full again
+		{10 * time.Second, 200, `"default";r=4`, "", "4", "1"}, // full again
 	}
 	for i, s := range steps {
 		c.Add(s.advance)
@@ -186,7 +186,7 @@ func TestRetryAfterIsTheLeastSufficientWait(t *testing.T) {
 		c := newFakeClock()
 		lim := newKeyed[string](t, c, lc.limit, lc.burst)
 		h := mustNew(t, Config[string]{
-			Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim},
+			Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}},
 			Cost: func(*http.Request) int { return lc.cost },
 		}).Handler(okHandler)
 		denials := 0
@@ -240,7 +240,7 @@ func TestHeaderSets(t *testing.T) {
 			[]string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"}, []string{"Retry-After", "RateLimit", "X-RateLimit-Reset"}},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}, Headers: tc.set}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: tc.set}).Handler(okHandler)
 		a := do(h, "GET", "/", "", "X-Client", "k")
 		d := do(h, "GET", "/", "", "X-Client", "k")
 		if a.Code != 200 || d.Code != 429 {
@@ -270,7 +270,7 @@ func TestHeaderSets(t *testing.T) {
 			t.Errorf("set %#x: denial Content-Type %q", tc.set, d.Header().Get("Content-Type"))
 		}
 	}
-	if _, err := New(Config[string]{Key: Header("X"), Policy: Policy[string]{Limiter: newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)}, Headers: 0x80}); err == nil {
+	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Limiter: newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)}}, Headers: 0x80}); err == nil {
 		t.Error("New accepted unknown header bits")
 	}
 }
@@ -284,14 +284,16 @@ func TestPolicyMapping(t *testing.T) {
 	}{
 		{gcra.PerMinute(60), 60, `"default";q=60;w=60`},
 		{gcra.PerSecond(100), 100, `"default";q=100;w=1`},
-		{gcra.PerSecond(100), 10, `"default";q=10;w=1`}, // B·T = 100ms: w rounded up to 1
+		{gcra.PerSecond(100), 10, `"default";q=100;w=1`},  // B·T = 100ms: w rounded up to 1, q scaled to it
+		{gcra.PerSecond(1000), 1, `"default";q=1000;w=1`}, // not q=1;w=1: the rate is 1000/s
+		{gcra.Per(10, time.Second), 15, `"default";q=20;w=2`}, // B·T = 1.5s: q/w is the rate
 		{gcra.PerHour(10), 2, `"default";q=2;w=720`},
 		{gcra.Per(3, 7*time.Second), 2, `"default";q=2;w=5`}, // T = 2.333…s, B·T = 4.67s
 		{gcra.PerDay(1000), 1000, `"default";q=1000;w=86400`},
 		{gcra.DenyAll, 1, `"default";q=0`},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), tc.limit, tc.burst)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 		w := do(h, "GET", "/", "", "X-Client", "k")
 		if got := w.Header().Get("RateLimit-Policy"); got != tc.want {
 			t.Errorf("%v burst %d: RateLimit-Policy %q, want %q", tc.limit, tc.burst, got, tc.want)
@@ -302,7 +304,7 @@ func TestPolicyMapping(t *testing.T) {
 
 func TestDenyAllAndUnlimited(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.DenyAll, 1)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	if w.Code != 429 || w.Header().Get("Retry-After") != "" || w.Header().Get("RateLimit") != `"default";r=0` {
 		t.Errorf("DenyAll: %d, Retry-After %q, RateLimit %q", w.Code, w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
@@ -314,7 +316,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 	}
 
 	un := newKeyed[string](t, newFakeClock(), gcra.Unlimited, 1)
-	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: un}, Headers: AllHeaders}).Handler(okHandler)
+	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: AllHeaders}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
 		w = do(h, "GET", "/", "", "X-Client", "k")
 		if w.Code != 200 || len(w.Header()) != 0 {
@@ -327,7 +329,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 func TestPolicyNameEscaping(t *testing.T) {
 	name := `tier "gold" \ v2`
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 2)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Name: name, Limiter: lim}, QuotaUnit: "requests"}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: name, Limiter: lim}}, QuotaUnit: "requests"}).Handler(okHandler)
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	pol, rate := checkFields(t, w.Header())
 	if pol.value != name || rate.value != name {
@@ -345,7 +347,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 		t.Errorf("problem body %s: %v %v", w.Body, p, err)
 	}
 	for _, bad := range []string{"é", "tab\there", "nl\n"} {
-		if _, err := New(Config[string]{Key: Header("X"), Policy: Policy[string]{Name: bad, Limiter: lim}}); err == nil {
+		if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Name: bad, Limiter: lim}}}); err == nil {
 			t.Errorf("New accepted policy name %q", bad)
 		}
 	}
@@ -354,7 +356,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 func TestPartitionKey(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 2)
 	h := mustNew(t, Config[string]{
-		Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim},
+		Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}},
 		PartitionKey: func(k string) []byte { return []byte("id-" + k) },
 	}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
@@ -372,7 +374,7 @@ func TestPartitionKey(t *testing.T) {
 func TestDefaultDenyBody(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.PerMinute(1), 1)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Name: "per-minute", Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "per-minute", Limiter: lim}}}).Handler(okHandler)
 	do(h, "GET", "/", "", "X-Client", "k")
 	c.Add(500 * time.Millisecond)
 	w := do(h, "GET", "/", "", "X-Client", "k")
@@ -398,7 +400,7 @@ func TestDefaultDenyBody(t *testing.T) {
 // Header checks on a real exchange, parsed from the wire by net/http's client.
 func TestHeadersOnTheWire(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}, Headers: AllHeaders})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders})
 	srv := httptest.NewServer(m.Handler(okHandler))
 	defer srv.Close()
 	for i, want := range []int{200, 429} {
@@ -416,8 +418,11 @@ func TestHeadersOnTheWire(t *testing.T) {
 	}
 }
 
-// The claim behind q = B, w = ⌈B·T⌉: a client that sends at most q requests
-// in every window of length w is never denied. Random schedules that keep to
+// The claims behind the advertised q and w (see advertise). A client that
+// spaces its requests w/q apart is never denied, on every limit. Where q is
+// the burst (w = B·T in whole seconds, or rounding up to whole seconds adds
+// less than one interval), so is a client that sends at most q requests in
+// every window of length w, in bursts or not: random schedules that keep to
 // the advertised policy, on limits whose B·T is and is not whole seconds.
 func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -433,9 +438,18 @@ func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 	} {
 		c := newFakeClock()
 		lim := newKeyed[string](t, c, lc.limit, lc.burst)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 		pol, _ := checkFields(t, do(h, "GET", "/", "", "X-Client", "probe").Header())
 		q, w := int(intParam(pol, "q")), time.Duration(intParam(pol, "w"))*time.Second
+		for i := range 3 * q {
+			c.Add(w / time.Duration(q))
+			if resp := do(h, "GET", "/", "", "X-Client", "paced"); resp.Code != 200 {
+				t.Fatalf("%v burst %d (q=%d w=%v): paced request %d denied", lc.limit, lc.burst, q, w, i)
+			}
+		}
+		if q != lc.burst {
+			continue // bursts of up to q at once are more than the burst
+		}
 		var sent []time.Duration // times since start
 		now, served := time.Duration(0), 0
 		for step := 0; step < 3000; step++ {

@@ -3,7 +3,9 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,27 +14,17 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// A Limiter decides requests per key. *atomiclimit.Keyed[K] implements it,
-// for every rule; Decide and Peek read the limiter's own clock
-// (atomiclimit.WithClock makes them deterministic).
-type Limiter[K comparable] interface {
-	// Decide takes n from key's state if the rule admits them.
-	Decide(key K, n int) gcra.Decision
-	// Peek is Decide without taking anything; Peek(key, 0) describes the
-	// key as it is.
-	Peek(key K, n int) gcra.Decision
-	// Quota describes the rule key is held to: the headers' q and w.
-	Quota(key K) atomiclimit.Quota
-}
-
-// A Policy is a named limit: the item the RateLimit-Policy and RateLimit
-// fields carry, and the limiter that enforces it.
+// A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
+// fields, and the limiter that enforces it. Any atomiclimit.KeyedLimiter
+// serves: *atomiclimit.Keyed for every rule, or redisgcra.Limiter for a
+// limit a fleet shares through Redis.
 type Policy[K comparable] struct {
-	// Name identifies the policy in the headers and the hooks ("default"
-	// when empty for Config.Policy; required for Config.Routes). Printable
-	// ASCII.
+	// Name identifies the policy in the headers, the problem body and the
+	// hooks; unique among the policies one request can meet. Printable
+	// ASCII. Empty: "default" for a lone Config.Policies entry; required
+	// otherwise.
 	Name    string
-	Limiter Limiter[K]
+	Limiter atomiclimit.KeyedLimiter[K]
 }
 
 // ErrConfig is returned by New for an invalid Config.
@@ -48,12 +40,16 @@ type Config[K comparable] struct {
 	// Key returns a request's key (ClientIP, Header, APIKey, Route,
 	// Method, Compose, or any function).
 	Key KeyFunc[K]
-	// Policy is the limit for requests that no route in Routes matches.
-	Policy Policy[K]
-	// Routes gives ServeMux patterns their own policies, e.g.
-	// {"POST /login": {Name: "login", Limiter: strict}}. A request's pattern
-	// is r.Pattern, or, when that is empty and Mux is set, the pattern Mux
-	// would route it to.
+	// Policies are the limits every request is checked against (that
+	// Exclude does not pass), all at once: a request is admitted only if
+	// every policy admits it, and when one denies, what the others took
+	// is given back (see "Stacked policies" in the package doc). At most 8,
+	// counting a route's.
+	Policies []Policy[K]
+	// Routes adds a policy for the requests of a ServeMux pattern, on top
+	// of Policies, e.g. {"POST /login": {Name: "login", Limiter: strict}}.
+	// A request's pattern is r.Pattern, or, when that is empty and Mux is
+	// set, the pattern Mux would route it to.
 	Routes map[string]Policy[K]
 	// Mux finds the pattern of a request the middleware sees before the
 	// mux does (a middleware that wraps the mux). Required with Routes (New
@@ -95,13 +91,22 @@ type Config[K comparable] struct {
 
 // A Denial describes a denied request to a DenyFunc.
 type Denial struct {
-	Policy   string        // the policy's name
+	// Policies names the policies that denied the request: every one
+	// violated (the first that denied, and those after it that would have),
+	// or the one whose limiter failed closed.
+	Policies []string
 	Cost     int           // the tokens the request asked for
-	Decision gcra.Decision // the limiter's decision
-	// RetryAfter is the Retry-After in whole seconds (rounded up, and never
-	// less than the RateLimit t), or -1 if the request can never be
-	// admitted (its cost exceeds the burst, or the limit is DenyAll).
+	Decision gcra.Decision // the decision of the policy with the longest wait
+	// RetryAfter is the Retry-After in whole seconds: the longest any
+	// violated policy needs (rounded up, and never less than its RateLimit
+	// t), or -1 if the request can never be admitted (its cost exceeds a
+	// policy's quota, or a limit is DenyAll).
 	RetryAfter int64
+	// Err is nil for a rate-limit denial. It is the limiter's error when a
+	// limiter could not decide (a remote store is down) and its outage
+	// policy denied (fail closed): the request was not judged, and
+	// DefaultDeny answers 503 Service Unavailable, not 429.
+	Err error
 }
 
 // A DenyFunc writes the response to a denied request. The rate-limit headers
@@ -117,8 +122,8 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler
 // concurrent use. Build one with New and install it with Handler.
 type Middleware[K comparable] struct {
 	key      KeyFunc[K]
-	def      *policy[K]
-	routes   map[string]*policy[K]
+	def      *stack[K]            // Policies; nil if there are none
+	routes   map[string]*stack[K] // Policies and the route's
 	mux      *http.ServeMux
 	cost     func(*http.Request) int
 	exclude  func(*http.Request) bool
@@ -130,14 +135,15 @@ type Middleware[K comparable] struct {
 	hook     atomiclimit.Hook
 	unit     string
 	evictMu  sync.Mutex
-	policies []*policy[K] // def first, then the routes' (for ReportEvictions)
+	policies []*policy[K] // every policy once: Policies, then the routes' (for ReportEvictions)
 }
 
 // policy is a Policy with the header values it needs, cached per parameter
 // set.
 type policy[K comparable] struct {
 	name    string
-	lim     Limiter[K]
+	names   []string // {name}: a Denial's Policies for this policy alone, not built per denial
+	lim     atomiclimit.KeyedLimiter[K]
 	unit    string
 	f       atomic.Pointer[fields] // the fields last used: the fast path
 	evicted uint64                 // evictions reported so far; guarded by Middleware.evictMu
@@ -199,6 +205,9 @@ func (p *policy[K]) keep(f *fields) *fields {
 	return f
 }
 
+// maxPolicies is the most policies one request is checked against.
+const maxPolicies = 8
+
 // New validates c and returns the middleware it describes.
 func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if c.Key == nil {
@@ -209,6 +218,9 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	}
 	if err := checkSFString("QuotaUnit", c.QuotaUnit); err != nil {
 		return nil, err
+	}
+	if len(c.Policies) == 0 && len(c.Routes) == 0 {
+		return nil, fmt.Errorf("%w: no policy (Policies and Routes are empty)", ErrConfig)
 	}
 	m := &Middleware[K]{
 		key: c.Key, mux: c.Mux, cost: c.Cost, exclude: c.Exclude, dryRun: c.DryRun,
@@ -224,14 +236,23 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	if c.Policy.Name == "" {
-		c.Policy.Name = "default"
+	var base []*policy[K]
+	for i, p := range c.Policies {
+		if p.Name == "" && len(c.Policies) == 1 {
+			p.Name = "default"
+		}
+		pol, err := m.newPolicy(fmt.Sprintf("Policies[%d]", i), p)
+		if err != nil {
+			return nil, err
+		}
+		base = append(base, pol)
 	}
 	var err error
-	if m.def, err = m.newPolicy("Policy", c.Policy); err != nil {
-		return nil, err
+	if len(base) > 0 {
+		if m.def, err = newStack(base, nil); err != nil {
+			return nil, err
+		}
 	}
-	m.policies = append(m.policies, m.def)
 	if len(c.Routes) > 0 {
 		if c.Mux == nil {
 			// Without the mux, a middleware that wraps it sees every request
@@ -239,15 +260,16 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 			// and every route's limit would be silently ignored.
 			return nil, fmt.Errorf("%w: Routes need Mux, the ServeMux the patterns belong to", ErrConfig)
 		}
-		m.routes = make(map[string]*policy[K], len(c.Routes))
-		for pattern, p := range c.Routes {
-			if p.Name == "" {
-				return nil, fmt.Errorf("%w: route %q has no policy name", ErrConfig, pattern)
-			}
-			if m.routes[pattern], err = m.newPolicy("route "+strconv.Quote(pattern), p); err != nil {
+		m.routes = make(map[string]*stack[K], len(c.Routes))
+		for _, pattern := range slices.Sorted(maps.Keys(c.Routes)) {
+			what := "route " + strconv.Quote(pattern)
+			pol, err := m.newPolicy(what, c.Routes[pattern])
+			if err != nil {
 				return nil, err
 			}
-			m.policies = append(m.policies, m.routes[pattern])
+			if m.routes[pattern], err = newStack(base, pol); err != nil {
+				return nil, fmt.Errorf("%w (%s)", err, what)
+			}
 		}
 	}
 	return m, nil
@@ -257,12 +279,16 @@ func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) 
 	if p.Limiter == nil {
 		return nil, fmt.Errorf("%w: %s has no Limiter", ErrConfig, what)
 	}
+	if p.Name == "" {
+		return nil, fmt.Errorf("%w: %s has no name", ErrConfig, what)
+	}
 	if err := checkSFString(what+" name", p.Name); err != nil {
 		return nil, err
 	}
-	pol := &policy[K]{name: p.Name, lim: p.Limiter, unit: m.unit}
+	pol := &policy[K]{name: p.Name, names: []string{p.Name}, lim: p.Limiter, unit: m.unit}
 	var zero K
 	pol.fields(zero) // build the header values now, and fail here if Quota panics
+	m.policies = append(m.policies, pol)
 	return pol, nil
 }
 
@@ -273,80 +299,23 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 	})
 }
 
-func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if m.exclude != nil && m.exclude(r) {
-		next.ServeHTTP(w, r)
-		return
-	}
-	p := m.policyFor(r)
-	key, err := m.key(r)
-	if err != nil {
-		m.fail(w, r, next, p, err)
-		return
-	}
-	n := 1
-	if m.cost != nil {
-		if n = m.cost(r); n < 0 {
-			m.fail(w, r, next, p, fmt.Errorf("%w: %d", ErrCost, n))
-			return
-		}
-	}
-	var f *fields // the header values: none to write with HeadersNone
-	if m.headers&HeadersNone == 0 {
-		f = p.fields(key)
-	}
-	var d gcra.Decision
-	if n == 0 {
-		d = peekFree(p.lim, key)
-	} else {
-		d = p.lim.Decide(key, n)
-	}
-	var pk []byte
-	if m.pk != nil {
-		pk = m.pk(key)
-	}
-	if d.Allowed {
-		if m.hook != nil {
-			m.hook.Allowed(p.name, n)
-		}
-		writeHeaders(w.Header(), m.headers, f, d, pk, -1)
-		next.ServeHTTP(w, r)
-		return
-	}
-	ra := retryAfter(d)
-	if m.hook != nil {
-		m.hook.Denied(p.name, n, d.RetryAfter)
-	}
-	if m.dryRun {
-		writeHeaders(w.Header(), m.headers, f, d, pk, -1)
-		next.ServeHTTP(w, r)
-		return
-	}
-	writeHeaders(w.Header(), m.headers, f, d, pk, ra)
-	m.deny(w, r, Denial{Policy: p.name, Cost: n, Decision: d, RetryAfter: ra})
-}
-
-// peekFree is the decision for a request of cost 0: admitted, and the key's
-// state as it is.
-func peekFree[K comparable](lim Limiter[K], key K) gcra.Decision {
-	d := lim.Peek(key, 0)
-	d.Allowed, d.RetryAfter = true, 0
-	return d
-}
-
-func (m *Middleware[K]) policyFor(r *http.Request) *policy[K] {
+// stackFor returns the policies r is checked against, or nil for none.
+func (m *Middleware[K]) stackFor(r *http.Request) *stack[K] {
 	if m.routes == nil {
 		return m.def
 	}
-	if p, ok := m.routes[patternOf(r, m.mux)]; ok {
-		return p
+	if s, ok := m.routes[patternOf(r, m.mux)]; ok {
+		return s
 	}
 	return m.def
 }
 
-func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, p *policy[K], err error) {
+// fail reports err, for which r could not be limited (its key or its cost
+// failed), under the first policy r would have met, and hands r to the
+// ErrorHandler.
+func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], err error) {
 	if m.hook != nil {
-		m.hook.Error(p.name, err)
+		m.hook.Error(s.pols[0].name, err)
 	}
 	m.onError(w, r, next, err)
 }

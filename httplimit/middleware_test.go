@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func req(method, target string, hdr ...string) *http.Request {
 
 func TestKeyHeader(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
-	h := mustNew(t, Config[string]{Key: Header("x-client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("x-client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
 		req("GET", "/", "X-Client", "a"), req("GET", "/", "X-Client", "a"),
 		req("GET", "/", "X-Client", "b"), req("GET", "/"), req("GET", "/", "X-Client", ""))
@@ -59,7 +60,7 @@ func TestKeyHeader(t *testing.T) {
 func TestKeyAPIKey(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
 	issued := map[string]bool{"k1": true, "k2": true}
-	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
 		req("GET", "/", "Authorization", "Bearer k1"),
 		req("GET", "/", "Authorization", "bearer  k1 "), // same key
@@ -82,7 +83,7 @@ func TestKeyAPIKey(t *testing.T) {
 
 func TestKeyRoute(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
-	m := mustNew(t, Config[string]{Key: Route, Policy: Policy[string]{Limiter: lim}})
+	m := mustNew(t, Config[string]{Key: Route, Policies: []Policy[string]{{Limiter: lim}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", m.Handler(okHandler))
 	mux.Handle("GET /users/{id}", m.Handler(okHandler))
@@ -97,7 +98,7 @@ func TestKeyRoute(t *testing.T) {
 	lim2 := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
 	inner := http.NewServeMux()
 	inner.Handle("GET /items/{id}", okHandler)
-	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policy: Policy[string]{Limiter: lim2}}).Handler(inner)
+	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policies: []Policy[string]{{Limiter: lim2}}}).Handler(inner)
 	if got := admits(h, req("GET", "/items/1"), req("GET", "/items/2"), req("GET", "/nowhere")); got != "ADE" {
 		t.Errorf("RouteOf: %s, want ADE", got)
 	}
@@ -105,14 +106,14 @@ func TestKeyRoute(t *testing.T) {
 
 func TestKeyMethodComposeJoin(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
-	h := mustNew(t, Config[string]{Key: Method, Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Method, Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if got := admits(h, req("GET", "/"), req("POST", "/"), req("GET", "/a")); got != "AAD" {
 		t.Errorf("Method: %s, want AAD", got)
 	}
 
 	ipRoute := Compose(RemoteIP, Method)
 	lim2 := newKeyed[Pair[netip.Prefix, string]](t, newFakeClock(), gcra.PerMinute(1), 1)
-	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policy: Policy[Pair[netip.Prefix, string]]{Limiter: lim2}}).Handler(okHandler)
+	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policies: []Policy[Pair[netip.Prefix, string]]{{Limiter: lim2}}}).Handler(okHandler)
 	r1, r2, r3 := req("GET", "/"), req("POST", "/"), req("GET", "/")
 	r3.RemoteAddr = "198.51.100.7:1"
 	if got := admits(h, r1, r2, r3, req("GET", "/")); got != "AAAD" {
@@ -145,26 +146,33 @@ func TestRoutes(t *testing.T) {
 	hook := newCountingHook()
 	mux := http.NewServeMux()
 	m := mustNew(t, Config[netip.Prefix]{
-		Key:    RemoteIP,
-		Policy: Policy[netip.Prefix]{Limiter: def},
-		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
-		Mux:    mux,
-		Hook:   hook,
+		Key:      RemoteIP,
+		Policies: []Policy[netip.Prefix]{{Limiter: def}},
+		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Mux:      mux,
+		Hook:     hook,
 	})
 	mux.Handle("POST /login", m.Handler(okHandler))
 	mux.Handle("GET /", m.Handler(okHandler))
 	if got := admits(mux, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("GET", "/x")); got != "AADA" {
 		t.Errorf("routes: %s, want AADA", got)
 	}
+	// A route's policy adds to the default one: the login requests are
+	// checked against both, and both are listed.
 	w := do(mux, "POST", "/login", "")
-	if w.Header().Get("RateLimit-Policy") != `"login";q=2;w=60` || !strings.Contains(w.Body.String(), `["login"]`) {
+	if w.Header().Get("RateLimit-Policy") != `"default";q=100;w=60, "login";q=2;w=60` || !strings.Contains(w.Body.String(), `"violated-policies":["login"]`) {
 		t.Errorf("login policy %q body %s", w.Header().Get("RateLimit-Policy"), w.Body)
 	}
+	if got := w.Header().Get("RateLimit"); got != `"default";r=97, "login";r=0;t=30` {
+		t.Errorf("login RateLimit %q", got)
+	}
+	// The default policy was charged for the two admitted logins and the
+	// GET, not for the two denied logins (given back): 100 − 4 after this.
 	w = do(mux, "GET", "/", "")
-	if w.Header().Get("RateLimit") != `"default";r=98;t=0` {
+	if w.Header().Get("RateLimit") != `"default";r=96` {
 		t.Errorf("default route RateLimit %q", w.Header().Get("RateLimit"))
 	}
-	if hook.allowed["login"] != 2 || hook.denied["login"] != 2 || hook.allowed["default"] != 2 {
+	if hook.allowed["login"] != 2 || hook.denied["login"] != 2 || hook.allowed["default"] != 4 || hook.denied["default"] != 0 {
 		t.Errorf("hook %v", hook)
 	}
 	// The same middleware around the whole mux finds the pattern via Mux.
@@ -174,13 +182,13 @@ func TestRoutes(t *testing.T) {
 	inner.Handle("POST /login", okHandler)
 	inner.Handle("/", okHandler)
 	outer := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c2, gcra.PerMinute(100), 100)},
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c2, gcra.PerMinute(100), 100)}},
 		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login2}}, Mux: inner,
 	}).Handler(inner)
 	if got := admits(outer, req("POST", "/login"), req("POST", "/login"), req("GET", "/")); got != "ADA" {
 		t.Errorf("routes via Mux: %s, want ADA", got)
 	}
-	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: def}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}, Mux: inner}); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: def}}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}, Mux: inner}); !errors.Is(err, ErrConfig) {
 		t.Errorf("unnamed route policy: %v", err)
 	}
 }
@@ -193,9 +201,9 @@ func TestRoutesNeedMux(t *testing.T) {
 	c := newFakeClock()
 	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(3), 3)
 	_, err := New(Config[netip.Prefix]{
-		Key:    RemoteIP,
-		Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)},
-		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Key:      RemoteIP,
+		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)}},
+		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 	})
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("Routes without Mux: err = %v, want ErrConfig", err)
@@ -204,10 +212,10 @@ func TestRoutesNeedMux(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", okHandler)
 	h := mustNew(t, Config[netip.Prefix]{
-		Key:    RemoteIP,
-		Policy: Policy[netip.Prefix]{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)},
-		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
-		Mux:    mux,
+		Key:      RemoteIP,
+		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)}},
+		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Mux:      mux,
 	}).Handler(mux)
 	if got := admits(h, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login")); got != "AAADD" {
 		t.Errorf("five POSTs to /login: %s, want AAADD", got)
@@ -218,7 +226,7 @@ func TestExclude(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(1), 1)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook,
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook,
 		Exclude: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
@@ -237,7 +245,7 @@ func TestExclude(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(2), 2)
 	hook := newCountingHook()
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook, DryRun: true}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook, DryRun: true}).Handler(okHandler)
 	for i := 0; i < 5; i++ {
 		w := do(h, "GET", "/", "")
 		if w.Code != 200 || w.Header().Get("Retry-After") != "" {
@@ -257,7 +265,7 @@ func TestCost(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, c, gcra.PerSecond(1), 5)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policy: Policy[netip.Prefix]{Limiter: lim}, Hook: hook,
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook,
 		Cost: func(r *http.Request) int {
 			switch r.URL.Path {
 			case "/free":
@@ -275,12 +283,12 @@ func TestCost(t *testing.T) {
 	for _, s := range []struct {
 		path, code, rate, retry string
 	}{
-		{"/free", "200", `"default";r=5;t=0`, ""},
-		{"/bulk", "200", `"default";r=2;t=0`, ""},
-		{"/free", "200", `"default";r=2;t=0`, ""},
-		{"/bulk", "429", `"default";r=2;t=0`, "1"},
-		{"/huge", "429", `"default";r=2;t=0`, ""},
-		{"/one", "200", `"default";r=1;t=0`, ""},
+		{"/free", "200", `"default";r=5`, ""},
+		{"/bulk", "200", `"default";r=2`, ""},
+		{"/free", "200", `"default";r=2`, ""},
+		{"/bulk", "429", `"default";r=2`, "1"},
+		{"/huge", "429", `"default";r=2`, ""},
+		{"/one", "200", `"default";r=1`, ""},
 		{"/one", "200", `"default";r=0;t=1`, ""},
 		{"/free", "200", `"default";r=0;t=1`, ""},
 		{"/bad", "400", "", ""},
@@ -305,7 +313,7 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
 	var got Denial
 	h := mustNew(t, Config[string]{
-		Key: Header("X-Client"), Policy: Policy[string]{Name: "p", Limiter: lim},
+		Key: Header("X-Client"), Policies: []Policy[string]{{Name: "p", Limiter: lim}},
 		Deny: func(w http.ResponseWriter, r *http.Request, d Denial) {
 			got = d
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -314,7 +322,7 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 	}).Handler(okHandler)
 	do(h, "GET", "/", "", "X-Client", "k")
 	w := do(h, "GET", "/", "", "X-Client", "k")
-	if w.Code != 503 || got.Policy != "p" || got.Cost != 1 || got.RetryAfter != 60 || got.Decision.Allowed || w.Header().Get("Retry-After") != "60" {
+	if w.Code != 503 || !slices.Equal(got.Policies, []string{"p"}) || got.Cost != 1 || got.RetryAfter != 60 || got.Decision.Allowed || w.Header().Get("Retry-After") != "60" {
 		t.Errorf("custom deny: %d %+v Retry-After %q", w.Code, got, w.Header().Get("Retry-After"))
 	}
 	if w := do(h, "GET", "/", ""); w.Code != 200 || w.Header().Get("RateLimit") != "" {
@@ -324,7 +332,7 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 
 func TestSetLimitChangesHeaders(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(10), 10)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=10;w=60` {
 		t.Errorf("before: %q", w.Header().Get("RateLimit-Policy"))
 	}
@@ -340,7 +348,7 @@ func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.PerSecond(1), 1)
 	hook := newCountingHook()
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}, Hook: hook})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Hook: hook})
 	h := m.Handler(okHandler)
 	for _, k := range []string{"a", "b", "c"} {
 		do(h, "GET", "/", "", "X-Client", k)
@@ -363,9 +371,9 @@ func TestReportEvictions(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
 	for name, c := range map[string]Config[string]{
-		"no key":     {Policy: Policy[string]{Limiter: lim}},
+		"no key":     {Policies: []Policy[string]{{Limiter: lim}}},
 		"no limiter": {Key: Method},
-		"bad unit":   {Key: Method, Policy: Policy[string]{Limiter: lim}, QuotaUnit: "bytes\n"},
+		"bad unit":   {Key: Method, Policies: []Policy[string]{{Limiter: lim}}, QuotaUnit: "bytes\n"},
 	} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -396,7 +404,7 @@ func TestAllowPathAllocs(t *testing.T) {
 		{"headers=none/hook=on", HeadersNone, atomiclimit.NopHook{}, 0},
 		{"headers=default", DefaultHeaders, nil, 1},
 	} {
-		h := mustNew(t, Config[netip.Prefix]{Key: key, Policy: Policy[netip.Prefix]{Limiter: lim}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
+		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
 		h.ServeHTTP(w, r) // create the key
 		n := testing.AllocsPerRun(1000, func() {
 			w.reset()
@@ -423,7 +431,7 @@ func TestAllowPathAllocsAcrossTiers(t *testing.T) {
 	if err := lim.SetKeyRule("paid", atomiclimit.GCRA(gcra.PerSecond(1_000_000_000), 120)); err != nil { // r stays within the prebuilt table (tableMax)
 		t.Fatal(err)
 	}
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policy: Policy[string]{Limiter: lim}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	free, paid := httptest.NewRequest("GET", "/", nil), httptest.NewRequest("GET", "/", nil)
 	free.Header.Set("X-Client", "free")
 	paid.Header.Set("X-Client", "paid")
@@ -441,7 +449,7 @@ func TestAllowPathAllocsAcrossTiers(t *testing.T) {
 	}
 	w.reset()
 	h.ServeHTTP(w, paid)
-	if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=120;w=1` {
+	if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=1000000000;w=1` {
 		t.Errorf("paid key's policy %q", got)
 	}
 }

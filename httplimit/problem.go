@@ -13,32 +13,56 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 
 // DefaultDeny responds 429 Too Many Requests with an RFC 9457
 // application/problem+json body of type QuotaExceededType, naming the
-// violated policy as the draft's "violated-policies" member:
+// violated policies as the draft's "violated-policies" member:
 //
 //	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 //	 "title":"Too Many Requests","status":429,
 //	 "detail":"retry after 2 seconds","violated-policies":["default"]}
 //
-// A request whose cost exceeds the burst gets the detail "request cost
-// exceeds the policy's quota" and no Retry-After.
+// A request whose cost exceeds a policy's quota gets the detail "request
+// cost exceeds the policy's quota" and no Retry-After.
+//
+// A request that was not judged because a limiter could not decide and
+// failed closed (d.Err set: its store is down) gets 503 Service Unavailable
+// instead, of type about:blank, with the detail "the rate limit could not
+// be checked; retry after N seconds": the client did not exceed anything.
 func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 	b := make([]byte, 0, 256)
+	if d.Err != nil {
+		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limit could not be checked`...)
+		if d.RetryAfter >= 0 {
+			b = append(b, "; "...)
+			b = appendRetry(b, d.RetryAfter)
+		}
+		b = append(b, "\"}\n"...)
+		writeProblem(w, http.StatusServiceUnavailable, b)
+		return
+	}
 	b = append(b, `{"type":"`+QuotaExceededType+`","title":"Too Many Requests","status":429,"detail":"`...)
 	if d.RetryAfter < 0 {
 		b = append(b, "request cost exceeds the policy's quota"...)
 	} else {
-		b = append(b, "retry after "...)
-		b = strconv.AppendInt(b, d.RetryAfter, 10)
-		if d.RetryAfter == 1 {
-			b = append(b, " second"...)
-		} else {
-			b = append(b, " seconds"...)
-		}
+		b = appendRetry(b, d.RetryAfter)
 	}
 	b = append(b, `","violated-policies":[`...)
-	b = appendJSONString(b, d.Policy)
+	for i, p := range d.Policies {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, p)
+	}
 	b = append(b, "]}\n"...)
 	writeProblem(w, http.StatusTooManyRequests, b)
+}
+
+// appendRetry appends "retry after N second(s)".
+func appendRetry(b []byte, s int64) []byte {
+	b = append(b, "retry after "...)
+	b = strconv.AppendInt(b, s, 10)
+	if s == 1 {
+		return append(b, " second"...)
+	}
+	return append(b, " seconds"...)
 }
 
 // RejectOnError is the default ErrorHandler: it responds with an RFC 9457

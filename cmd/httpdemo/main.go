@@ -108,12 +108,12 @@ func run(d time.Duration) error {
 	h := &hook{}
 	mux := http.NewServeMux()
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
-		Key:     key,
-		Policy:  httplimit.Policy[netip.Prefix]{Name: apiPolicy.name, Limiter: api},
-		Routes:  map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
-		Mux:     mux,
-		Headers: httplimit.AllHeaders,
-		Hook:    h,
+		Key:      key,
+		Policies: []httplimit.Policy[netip.Prefix]{{Name: apiPolicy.name, Limiter: api}},
+		Routes:   map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
+		Mux:      mux,
+		Headers:  httplimit.AllHeaders,
+		Hook:     h,
 	})
 	if err != nil {
 		return err

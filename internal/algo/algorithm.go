@@ -120,3 +120,9 @@ type Quota struct {
 	// String describes the limit as configured, e.g. "100/1s burst 10".
 	String string
 }
+
+// Refunds reports whether a limiter of this kind can give an admission
+// back: whether its Take returns receipts. Every kind can but the sliding
+// log (its ring only moves forward) and bands (a receipt would need a word
+// per band).
+func (q Quota) Refunds() bool { return q.Kind != "log" && q.Kind != "bands" }

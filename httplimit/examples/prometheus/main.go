@@ -132,9 +132,9 @@ func main() {
 	}
 	defer lim.Close()
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
-		Key:    httplimit.RemoteIP,
-		Policy: httplimit.Policy[netip.Prefix]{Name: "per-ip", Limiter: lim},
-		Hook:   hook,
+		Key:      httplimit.RemoteIP,
+		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+		Hook:     hook,
 	})
 	if err != nil {
 		log.Fatal(err)
