@@ -102,7 +102,7 @@ func TestHeadersTimeline(t *testing.T) {
 		{0, 429, `"default";r=0;t=1`, "1", "0", "5"},
 		{300 * time.Millisecond, 429, `"default";r=0;t=1`, "1", "0", "5"}, // 0.7s rounded up
 		{700 * time.Millisecond, 200, `"default";r=0;t=1`, "", "0", "5"},  // exactly at RetryAfter
-		{2500 * time.Millisecond, 200, `"default";r=1`, "", "1", "4"}, // 2.5 tokens back, 1 taken
+		{2500 * time.Millisecond, 200, `"default";r=1`, "", "1", "4"},     // 2.5 tokens back, 1 taken
 		{0, 200, `"default";r=0;t=1`, "", "0", "5"},
 		{10 * time.Second, 200, `"default";r=4`, "", "4", "1"}, // full again
 	}
@@ -284,8 +284,8 @@ func TestPolicyMapping(t *testing.T) {
 	}{
 		{gcra.PerMinute(60), 60, `"default";q=60;w=60`},
 		{gcra.PerSecond(100), 100, `"default";q=100;w=1`},
-		{gcra.PerSecond(100), 10, `"default";q=100;w=1`},  // B·T = 100ms: w rounded up to 1, q scaled to it
-		{gcra.PerSecond(1000), 1, `"default";q=1000;w=1`}, // not q=1;w=1: the rate is 1000/s
+		{gcra.PerSecond(100), 10, `"default";q=100;w=1`},      // B·T = 100ms: w rounded up to 1, q scaled to it
+		{gcra.PerSecond(1000), 1, `"default";q=1000;w=1`},     // not q=1;w=1: the rate is 1000/s
 		{gcra.Per(10, time.Second), 15, `"default";q=20;w=2`}, // B·T = 1.5s: q/w is the rate
 		{gcra.PerHour(10), 2, `"default";q=2;w=720`},
 		{gcra.Per(3, 7*time.Second), 2, `"default";q=2;w=5`}, // T = 2.333…s, B·T = 4.67s
