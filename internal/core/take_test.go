@@ -56,6 +56,7 @@ func TestKeyedTakeRefund(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, c.refunds, ok)
 			require.Equal(t, c.refunds, r != 0, "a receipt exactly when it can be refunded")
+			require.Equal(t, c.refunds, k.Quota("a").Refunds(), "Quota says which rules give admissions back")
 			if c.refunds {
 				require.Equal(t, ref.Peek("a", 0), k.Peek("a", 0), "after the refund, the key is as if the admission never happened")
 				for range 6 {

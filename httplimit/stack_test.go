@@ -1,0 +1,332 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// Two policies on one key, as "60 per minute and 1,000 per day": a request
+// is admitted only when both admit; when the second denies, the first's
+// admission is given back, both are listed in the headers, and the body
+// names the violated one.
+func TestStackedAllOrNothing(t *testing.T) {
+	c := newFakeClock()
+	minute := newKeyed[string](t, c, gcra.PerMinute(3), 3)
+	day := newKeyed[string](t, c, gcra.PerDay(5), 5)
+	hook := newCountingHook()
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+		{Name: "minute", Limiter: minute}, {Name: "day", Limiter: day},
+	}}).Handler(okHandler)
+
+	// Three pass both; the fourth is denied by the minute, and the day is
+	// not asked to take (it is checked: it would admit).
+	for i, want := range []string{
+		`"minute";r=2, "day";r=4`,
+		`"minute";r=1, "day";r=3`,
+		`"minute";r=0;t=20, "day";r=2`,
+	} {
+		w := do(h, "GET", "/", "", "X-Client", "k")
+		if w.Code != 200 || w.Header().Get("RateLimit") != want {
+			t.Fatalf("request %d: %d RateLimit %q, want %q", i, w.Code, w.Header().Get("RateLimit"), want)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); got != `"minute";q=3;w=60, "day";q=5;w=86400` {
+			t.Fatalf("RateLimit-Policy %q", got)
+		}
+		checkFieldLists(t, w.Header())
+	}
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 429 || w.Header().Get("RateLimit") != `"minute";r=0;t=20, "day";r=2` || w.Header().Get("Retry-After") != "20" ||
+		!strings.Contains(w.Body.String(), `"violated-policies":["minute"]`) {
+		t.Fatalf("minute denial: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if r := day.Peek("k", 0).Remaining; r != 2 {
+		t.Fatalf("day remaining %d, want 2: charged for a request the minute denied", r)
+	}
+
+	// A minute later the minute has room again; after two more, the day is
+	// spent. Then the day denies: the minute's admission is given back.
+	c.Add(time.Minute)
+	for range 2 {
+		if w := do(h, "GET", "/", "", "X-Client", "k"); w.Code != 200 {
+			t.Fatalf("%d", w.Code)
+		}
+	}
+	before := minute.Peek("k", 0)
+	w = do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `"violated-policies":["day"]`) {
+		t.Fatalf("day denial: %d %s", w.Code, w.Body)
+	}
+	if after := minute.Peek("k", 0); after != before {
+		t.Fatalf("minute %+v after the day's denial, %+v before: the admission was not given back", after, before)
+	}
+	if got, want := w.Header().Get("RateLimit"), `"minute";r=1, "day";r=0;t=17220`; got != want {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	if hook.allowed["minute"] != 5 || hook.allowed["day"] != 5 || hook.denied["minute"] != 1 || hook.denied["day"] != 1 {
+		t.Errorf("hook %v: the given-back admissions are not Allowed events", hook)
+	}
+}
+
+// When several policies are violated, every one is named, and Retry-After
+// is the longest wait any of them needs; a request one policy can never
+// admit gets no Retry-After at all.
+func TestStackedEveryViolatedPolicy(t *testing.T) {
+	c := newFakeClock()
+	a := newKeyed[string](t, c, gcra.PerMinute(1), 1)
+	b := newKeyed[string](t, c, gcra.PerHour(1), 1)
+	d := newKeyed[string](t, c, gcra.PerSecond(10), 10)
+	var got Denial
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
+		{Name: "a", Limiter: a}, {Name: "b", Limiter: b}, {Name: "d", Limiter: d},
+	}, Cost: func(r *http.Request) int {
+		if r.URL.Path == "/big" {
+			return 2
+		}
+		return 1
+	}, Deny: func(w http.ResponseWriter, r *http.Request, den Denial) {
+		got = den
+		DefaultDeny(w, r, den)
+	}}).Handler(okHandler)
+	do(h, "GET", "/", "", "X-Client", "k")
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "3600" || !strings.Contains(w.Body.String(), `"violated-policies":["a","b"]`) {
+		t.Fatalf("%d Retry-After %q %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	if got.RetryAfter != 3600 || got.Decision.RetryAfter != time.Hour || len(got.Policies) != 2 {
+		t.Fatalf("denial %+v", got)
+	}
+	if r := d.Peek("k", 0).Remaining; r != 9 {
+		t.Fatalf("d remaining %d, want 9", r)
+	}
+	c.Add(time.Hour)
+	w = do(h, "GET", "/big", "", "X-Client", "k")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "" || got.RetryAfter != -1 {
+		t.Fatalf("cost above a burst: %d Retry-After %q %+v", w.Code, w.Header().Get("Retry-After"), got)
+	}
+}
+
+// A policy whose limiter cannot give an admission back (the sliding log)
+// is asked last whatever its place, so the others' admissions can be given
+// back when it denies; two such policies on one request are refused.
+func TestStackedLogAskedLast(t *testing.T) {
+	c := newFakeClock()
+	log, err := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(2, time.Minute), atomiclimit.WithClock(c), atomiclimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newKeyed[string](t, c, gcra.PerMinute(1), 1)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
+		{Name: "log", Limiter: log}, {Name: "gcra", Limiter: other},
+	}}).Handler(okHandler)
+	do(h, "GET", "/", "", "X-Client", "k")
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 429 || !strings.Contains(w.Body.String(), `["gcra"]`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if r := log.Peek("k", 0).Remaining; r != 1 {
+		t.Fatalf("log remaining %d, want 1: the log was charged for the gcra policy's denial", r)
+	}
+	if got := w.Header().Get("RateLimit-Policy"); !strings.HasPrefix(got, `"log"`) {
+		t.Fatalf("headers keep the configured order: %q", got)
+	}
+	log2, _ := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(2, time.Minute))
+	defer log2.Close()
+	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: log}, {Name: "b", Limiter: log2}}}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("two policies that cannot give back: %v", err)
+	}
+}
+
+// flaky is a KeyedLimiter whose store can fail: with err set, Take and
+// Check return it, with the decision an outage policy would give (admit
+// for fail open, deny for fail closed).
+type flaky struct {
+	*atomiclimit.Keyed[string]
+	err     error
+	open    bool
+	blocked chan struct{} // if set, Take waits for ctx to end, then fails with its error
+}
+
+func (f *flaky) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	if f.blocked != nil {
+		close(f.blocked)
+		<-ctx.Done()
+		return gcra.Decision{}, 0, ctx.Err()
+	}
+	if f.err != nil {
+		if f.open {
+			return gcra.Decision{Allowed: true}, 0, f.err
+		}
+		return gcra.Decision{RetryAfter: 250 * time.Millisecond}, 0, f.err
+	}
+	return f.Keyed.Take(ctx, key, n)
+}
+
+func (f *flaky) Check(ctx context.Context, key string, n int) (gcra.Decision, error) {
+	if f.err != nil {
+		return gcra.Decision{}, f.err
+	}
+	return f.Keyed.Check(ctx, key, n)
+}
+
+// An outage is not a quota: a limiter that fails closed gets 503 with its
+// wait as Retry-After and no RateLimit item of its own, the hook's Error
+// (not Denied), and the policies before it given back. One that fails open
+// serves the request, again without an item for the policy it could not
+// decide.
+func TestStackedOutage(t *testing.T) {
+	c := newFakeClock()
+	local := newKeyed[string](t, c, gcra.PerMinute(10), 10)
+	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), err: errors.New("store down")}
+	hook := newCountingHook()
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
+	}}).Handler(okHandler)
+
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 503 || w.Header().Get("Retry-After") != "1" || !strings.Contains(w.Body.String(), `"status":503`) ||
+		!strings.Contains(w.Body.String(), "could not be checked") {
+		t.Fatalf("fail closed: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if got := w.Header().Get("RateLimit"); got != `"local";r=10` {
+		t.Fatalf("fail closed: RateLimit %q (the local admission given back, no item for remote)", got)
+	}
+	if hook.errors["remote"] != 1 || hook.denied["remote"] != 0 || hook.allowed["local"] != 0 {
+		t.Fatalf("fail closed: hook %v", hook)
+	}
+	if r := local.Peek("k", 0).Remaining; r != 10 {
+		t.Fatalf("local charged during the outage: remaining %d", r)
+	}
+
+	remote.open = true
+	w = do(h, "GET", "/", "", "X-Client", "k")
+	if w.Code != 200 || w.Header().Get("RateLimit") != `"local";r=9` || w.Header().Get("RateLimit-Policy") != `"local";q=10;w=60, "remote";q=10;w=60` {
+		t.Fatalf("fail open: %d %v", w.Code, w.Header())
+	}
+	if hook.errors["remote"] != 2 || hook.allowed["remote"] != 0 || hook.allowed["local"] != 1 {
+		t.Fatalf("fail open: hook %v", hook)
+	}
+}
+
+// A caller that gives up while a limiter decides is not an outage: nothing
+// is served, the hook records no error, and what the policies before took
+// is given back.
+func TestStackedCallerGone(t *testing.T) {
+	c := newFakeClock()
+	local := newKeyed[string](t, c, gcra.PerMinute(10), 10)
+	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), blocked: make(chan struct{})}
+	hook := newCountingHook()
+	served := false
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
+	}}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	r.Header.Set("X-Client", "k")
+	go func() {
+		<-remote.blocked
+		cancel()
+	}()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if served || w.Code != statusClientClosed || w.Body.Len() != 0 {
+		t.Fatalf("served %v, %d %q", served, w.Code, w.Body)
+	}
+	if len(hook.errors) != 0 || len(hook.allowed) != 0 || len(hook.denied) != 0 {
+		t.Fatalf("hook %v", hook)
+	}
+	if r := local.Peek("k", 0).Remaining; r != 10 {
+		t.Fatalf("local remaining %d: charged for a request nobody received", r)
+	}
+}
+
+// Nested middlewares (one per route group, one for the server) extend each
+// other's fields instead of overwriting them, and Retry-After is the longer
+// wait.
+func TestNestedMiddlewaresExtendFields(t *testing.T) {
+	c := newFakeClock()
+	outer := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
+	inner := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(1), 1)}}})
+	h := outer.Handler(inner.Handler(okHandler))
+	w := do(h, "GET", "/", "", "X-Client", "k")
+	if got := w.Header().Get("RateLimit"); got != `"server";r=9, "api";r=0;t=60` {
+		t.Fatalf("RateLimit %q", got)
+	}
+	if got := w.Header().Get("RateLimit-Policy"); got != `"server";q=10;w=60, "api";q=1;w=60` {
+		t.Fatalf("RateLimit-Policy %q", got)
+	}
+	checkFieldLists(t, w.Header())
+}
+
+// checkFieldLists checks RateLimit-Policy and RateLimit as Structured
+// Field Lists (RFC 9651) of several items: every RateLimit item names a
+// policy listed in RateLimit-Policy, each name once; every item passes the
+// single-item checks; t is sent exactly when r = 0.
+func checkFieldLists(t *testing.T, h http.Header) (policies, rates []sfItem) {
+	t.Helper()
+	policies, err := parseSFList(h.Get("RateLimit-Policy"))
+	if err != nil {
+		t.Fatalf("RateLimit-Policy %q: %v", h.Get("RateLimit-Policy"), err)
+	}
+	rates, err = parseSFList(h.Get("RateLimit"))
+	if err != nil {
+		t.Fatalf("RateLimit %q: %v", h.Get("RateLimit"), err)
+	}
+	listed := map[any]bool{}
+	for _, p := range policies {
+		_, isString := p.value.(string)
+		q, hasQ := p.param("q")
+		w, hasW := p.param("w")
+		if !isString || !hasQ || q.(int64) < 0 || hasW && w.(int64) < 1 {
+			t.Errorf("RateLimit-Policy item %+v", p)
+		}
+		if listed[p.value] {
+			t.Errorf("policy %v listed twice", p.value)
+		}
+		listed[p.value] = true
+	}
+	seen := map[any]bool{}
+	for _, r := range rates {
+		if !listed[r.value] || seen[r.value] {
+			t.Errorf("RateLimit item %v: not a listed policy, or twice", r.value)
+		}
+		seen[r.value] = true
+		rv, ok := r.param("r")
+		if !ok || rv.(int64) < 0 {
+			t.Errorf("RateLimit item %+v: no r", r)
+			continue
+		}
+		if tv, hasT := r.param("t"); hasT != (rv.(int64) == 0) || hasT && tv.(int64) < 1 {
+			t.Errorf("RateLimit item %+v: t must be sent exactly when r = 0, and be positive", r)
+		}
+	}
+	return policies, rates
+}
+
+func TestStackConfigErrors(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	for name, c := range map[string]Config[string]{
+		"no policy":      {Key: Header("X")},
+		"unnamed of two": {Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: lim}, {Limiter: lim}}},
+		"same name":      {Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: lim}, {Name: "a", Limiter: lim}}},
+		"route same name": {Key: Header("X"), Mux: http.NewServeMux(), Policies: []Policy[string]{{Name: "a", Limiter: lim}},
+			Routes: map[string]Policy[string]{"/x": {Name: "a", Limiter: lim}}},
+		"nine": {Key: Header("X"), Policies: func() (ps []Policy[string]) {
+			for _, n := range "abcdefghi" {
+				ps = append(ps, Policy[string]{Name: string(n), Limiter: lim})
+			}
+			return ps
+		}()},
+	} {
+		if _, err := New(c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
