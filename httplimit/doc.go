@@ -1,16 +1,65 @@
-// Package httplimit is net/http middleware over the keyed GCRA limiters of
-// atomiclimit: it keys each request (client IP, header, API key, route,
-// method, a composite, or any function), takes its cost in tokens from the
-// key's bucket, writes the IETF RateLimit headers, and denies with 429 and an
-// RFC 9457 problem when the bucket is short.
+// Package httplimit is net/http middleware over any keyed limiter of
+// atomiclimit (the atomiclimit.KeyedLimiter contract: every in-process rule,
+// and redisgcra's limits kept in Redis): it keys each request (client IP,
+// header, API key, route, method, a composite, or any function), checks it
+// against one or several policies at once, writes the IETF RateLimit
+// headers, and denies with 429 and an RFC 9457 problem when a policy is
+// exceeded (503 when a limiter's store is down and it fails closed).
 //
-//	lim, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
+//	perMinute, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
+//	perDay, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0))
 //	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 //	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
-//		Key:    key,
-//		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+//		Key: key,
+//		Policies: []httplimit.Policy[netip.Prefix]{
+//			{Name: "minute", Limiter: perMinute},
+//			{Name: "day", Limiter: perDay},
+//		},
 //	})
 //	http.ListenAndServe(addr, mw.Handler(mux))
+//
+// # Stacked policies
+//
+// A request is checked against every policy in Config.Policies and, if its
+// route has one, Config.Routes' policy for it too (100 per second per IP,
+// plus 3 per minute on POST /login). It is admitted only if every policy
+// admits it. The policies take the request in turn (KeyedLimiter.Take);
+// when one denies, those before it give their admission back (Refund, last
+// first), and those after it are asked without taking (Check), to name
+// every violated policy and the longest wait: no policy is charged for a
+// request another denied. A refund never creates quota (under a race it may
+// give back nothing, which leaves the policy stricter, never looser). A
+// policy whose limiter cannot give an admission back (a sliding log, bands)
+// is asked last; one such policy per request at most, which New checks.
+//
+// The headers list every policy, in the configured order; Retry-After is
+// the longest wait any violated policy needs; DefaultDeny's body names
+// every violated policy. Each further policy costs one Take, its header
+// items and its hook call: see BenchmarkStacked for the figures.
+//
+// Middlewares nested in one another (one for the server, one for a route
+// group) are independent limits: each lists its own policies after the
+// outer one's in the same fields, but the outer one has already charged a
+// request the inner one denies. Put policies that must be all or nothing
+// in one middleware.
+//
+// # Outages
+//
+// A limiter that cannot reach its state (redisgcra with Redis down or slow)
+// returns an error with its outage policy's decision. The middleware
+// reports the error to Hook.Error (not as a denial), and then:
+//
+//   - fail closed (the limiter denied): 503 Service Unavailable, not 429 —
+//     the client exceeded nothing — with the limiter's wait as Retry-After,
+//     and the policies before it given back;
+//   - fail open, or a local fallback that admitted: the request is served;
+//     the failed policy is listed in RateLimit-Policy but has no RateLimit
+//     item, since there is no state to describe.
+//
+// A request whose client goes away while a limiter decides (its context
+// ends) is not an outage: nothing is reported or served, the policies
+// before are given back, and the status is 499, the code proxies log for a
+// client that closed its request.
 //
 // # Client IP
 //
@@ -28,70 +77,69 @@
 // # Headers
 //
 // The headers follow draft-ietf-httpapi-ratelimit-headers-11 (May 2026), as
-// Structured Fields (RFC 9651) Lists of one Item each:
+// Structured Fields (RFC 9651) Lists with one Item per policy:
 //
-//	RateLimit-Policy: "default";q=60;w=60
-//	RateLimit: "default";r=41;t=0
+//	RateLimit-Policy: "minute";q=60;w=60, "day";q=10000;w=86400
+//	RateLimit: "minute";r=0;t=2, "day";r=9941
 //	Retry-After: 2            (denials only)
 //
 // The item is the policy's name as an sf-string; pk (an sf-binary) is added
 // when Config.PartitionKey is set, qu when Config.QuotaUnit is.
 //
-// How GCRA maps onto the draft's quota policy. GCRA with burst B and
-// emission interval T admits at most B + d/T requests in any interval of
-// length d, and a full bucket admits B at once. A quota of q units per window
-// w can only approximate that two-parameter bound; we advertise
+// The quota policy, q units per w seconds, comes from the limiter's Quota
+// (a quota of Limit per Window): w is the window rounded up to whole
+// seconds (at least 1), and q the quota scaled to that w, never below the
+// limit's own:
 //
-//	q = B   and   w = ⌈B·T⌉ seconds (at least 1).
+//	w = max(1, ⌈Window⌉)   and   q = max(Limit, ⌊Limit · w / Window⌋).
 //
-// Reasons: (1) r never exceeds q, so the RateLimit field is consistent with
-// its policy (with q set from the configured rate instead, say q=100 for
-// 100/min with burst 10, r would never exceed 10 and a client could not tell
-// why); (2) q/w is exactly the sustained rate 1/T when B·T is a whole number
-// of seconds, and below it otherwise (w is rounded up, never down); (3) a
-// client that sends at most q requests in every window of length w is never
-// denied: such a client has t_{i+B} − t_i ≥ B·T for all i, which implies
-// the GCRA conformance condition t_j − t_i ≥ (j−i+1−B)·T. The mapping is
-// conservative: GCRA may admit up to 2B in one window of length B·T (a full
-// burst, then a refilled one). For limits whose B·T is well under a second
-// (100/s with burst 10: q=10;w=1) the advertised rate is below the real one;
-// choose a burst that makes B·T whole seconds (PerSecond(100) with burst
-// 100: q=100;w=1).
+// So q/w is the limit's rate (rounded down), never a slower one. For a
+// window, Limit and Window are its count and length. For GCRA with burst B
+// and interval T they are B and B·T: a limit whose B·T is whole seconds is
+// advertised as q = B, w = B·T (60 per minute with burst 60: q=60;w=60), and
+// a client that sends at most q requests in every window of length w is
+// then never denied (it has t_{i+B} − t_i ≥ B·T for all i, which implies
+// the GCRA conformance condition t_j − t_i ≥ (j−i+1−B)·T). A limit whose
+// B·T is under a second is advertised at its rate: 1000 per second with
+// burst 1 is q=1000;w=1, not q=1;w=1. A client that spaces its requests
+// w/q apart is never denied; one that sends q at once is admitted B of
+// them, as r says.
 //
-// RateLimit's r is Decision.Remaining: the tokens a request at the same
-// instant could still take. Its t, the draft's "effective window", is "the
-// number of seconds within which the client can use no more than the
-// available quota"; we send ⌈Decision.TokenAfter⌉: when r = 0 the time until
-// the next token, and 0 when r ≥ 1 (the tokens are there now). Under GCRA the statement "no more than r within t" then holds: for
-// r ≥ 1 trivially, for r = 0 up to the rounding, which only ever makes the
-// client wait less than a second longer than needed. A larger t for r ≥ 1,
-// such as the time until the bucket is full, would understate what the
-// client may use, and on a denial it would contradict Retry-After, which
-// the draft says should not end before t.
+// RateLimit's r is Decision.Remaining: the units a request at the same
+// instant could still take (for a policy given back or only checked, the
+// key's state without the request). Its t, "the number of seconds until
+// additional quota is made available", is sent when r = 0, as
+// ⌈Decision.TokenAfter⌉, the time until one unit is. With r ≥ 1 quota is
+// available now, and t (optional in the draft) is left out.
 //
-// Retry-After, on denials, is ⌈Decision.RetryAfter⌉ whole seconds: after
-// exactly RetryAfter the same request is admitted (if nothing else consumes
-// tokens), so rounding up means a client that waits what it was told is
-// admitted. It is never less than t, as the draft requires: for a denial
-// RetryAfter ≥ TokenAfter (equal for n = 1, larger by (n−1)·T when r = 0,
-// and TokenAfter = 0 when r ≥ 1). A request that can never
-// be admitted (cost above B, or DenyAll) gets no Retry-After.
+// Retry-After, on denials, is ⌈Decision.RetryAfter⌉ whole seconds of the
+// violated policy that needs the longest: after exactly RetryAfter the same
+// request is admitted by that policy (if nothing else consumes its quota),
+// so rounding up means a client that waits what it was told is admitted. It
+// is never less than a violated policy's t, as the draft requires: for a
+// denial RetryAfter ≥ TokenAfter. A request that can never be admitted
+// (cost above a policy's quota, or DenyAll) gets no Retry-After.
 //
 // The legacy headers (HeaderLegacy) are X-RateLimit-Limit = q,
 // X-RateLimit-Remaining = r and X-RateLimit-Reset = ⌈Decision.ResetAfter⌉,
-// the delay in seconds until the bucket is full (not a Unix time).
+// the delay in seconds until the bucket is full (not a Unix time), of the
+// policy with the fewest remaining.
 //
 // # Tiers
 //
 // The headers describe the quota of the rule each key is held to
-// (Limiter.Quota): a key on another tier (SetTierFunc, SetKeyRule) is
+// (KeyedLimiter.Quota): a key on another tier (SetTierFunc, SetKeyRule) is
 // advertised with its own q and w. For bands, q and w are the tightest
-// band's. For limits that differ per route, use Config.Routes with one
-// limiter per route.
+// band's; to advertise each limit, make each a policy of its own. For
+// limits that differ per route, use Config.Routes with one limiter per
+// route.
 //
 // # Observability
 //
-// Config.Hook receives allowed, denied and error events, and
+// Config.Hook receives allowed, denied and error events per policy (a
+// request admitted by three policies is three Allowed events; one that a
+// policy denies is a Denied event for each violated policy and none for the
+// policies that gave their admission back), and
 // Middleware.ReportEvictions forwards the limiters' eviction counts to it.
 // The Hook interface mentions no HTTP type. The examples/prometheus module
 // exports it with the Prometheus client library, which this module does not
