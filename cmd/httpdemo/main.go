@@ -1,13 +1,19 @@
 // Command httpdemo starts an HTTP server on 127.0.0.1 behind the httplimit
-// middleware and drives it with concurrent clients, then prints, per client
-// and policy, the requests admitted beside the limit and the bound
-// B + elapsed/T, and the headers a client sees on an admitted and on a
-// denied response.
+// middleware and drives it with concurrent clients, then prints, per client,
+// the requests admitted beside each policy's bound, and the headers a
+// client sees on an admitted and on a denied response. It plays the user
+// stories of the README:
+//
+//   - every client IP is held to 60 requests per 60 s and 10,000 per rolling
+//     24 h, both at once and both advertised (stacked policies); POST /login
+//     adds 3 per minute;
+//   - GET /reports is limited per authenticated user to 100 per rolling
+//     minute, exactly (a sliding log).
 //
 // The demo client plays a trusted reverse proxy (127.0.0.0/8 is trusted): it
 // sends X-Forwarded-For naming the client it stands for, so one loopback
 // connection can show several client IPs, a spoofed leftmost entry that is
-// ignored, and two IPv6 clients of one /64 sharing a bucket.
+// ignored, and two IPv6 clients of one /64 sharing their limits.
 //
 //	go run ./cmd/httpdemo            # about 2 seconds
 //	go run ./cmd/httpdemo -d 500ms   # quicker
@@ -35,26 +41,32 @@ import (
 	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
+// The policies, with what the table needs to state their bounds.
 type policyDef struct {
 	name  string
-	limit atomiclimit.Limit
-	rate  float64 // per second, for the table
-	burst int
+	rule  atomiclimit.Rule
+	quota float64 // admitted at once (the burst, the window's count)
+	rate  float64 // admitted per second after that (0: none within the run)
+	what  string
 }
 
 var (
-	apiPolicy   = policyDef{"api", atomiclimit.PerSecond(20), 20, 20}
-	loginPolicy = policyDef{"login", atomiclimit.PerSecond(5), 5, 5}
+	minutePolicy = policyDef{"minute", atomiclimit.GCRA(atomiclimit.PerMinute(60), 60), 60, 1, "60 per 60 s (token bucket)"}
+	dayPolicy    = policyDef{"day", atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0), 10_000, 0, "10,000 per rolling 24 h, by the hour"}
+	loginPolicy  = policyDef{"login", atomiclimit.GCRA(atomiclimit.PerMinute(3), 3), 3, 3.0 / 60, "3 per minute on POST /login"}
+	userPolicy   = policyDef{"per-user", atomiclimit.SlidingLog(100, time.Minute), 100, 0, "100 per rolling minute per user, exactly"}
 )
 
 // A client stands for one end user behind the proxy.
 type client struct {
 	name    string // what the table shows
 	xff     string // the X-Forwarded-For the proxy sends
+	user    string // the Authorization bearer token, if any
 	method  string
 	path    string
 	every   time.Duration // 0: as fast as its workers can
 	workers int
+	binding policyDef // the policy that binds it, for the bound column
 
 	sent, ok, denied, other atomic.Int64
 }
@@ -84,21 +96,40 @@ func (h *hook) add(m *sync.Map, policy string, n int) {
 func (h *hook) Allowed(p string, cost int)                 { h.add(&h.allowed, p, 1) }
 func (h *hook) Denied(p string, cost int, _ time.Duration) { h.add(&h.denied, p, 1) }
 
-func newLimiter(p policyDef) (*atomiclimit.Keyed[netip.Prefix], error) {
-	return atomiclimit.NewKeyed[netip.Prefix](p.limit, p.burst, atomiclimit.WithSweepInterval(time.Second))
+func newLimiter[K comparable](p policyDef) (*atomiclimit.Keyed[K], error) {
+	return atomiclimit.NewKeyedRule[K](p.rule, atomiclimit.WithSweepInterval(time.Second))
+}
+
+// byUser keys a request on its bearer token: the demo's stand-in for an
+// authenticated user.
+func byUser(r *http.Request) (string, error) {
+	if u, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && u != "" {
+		return u, nil
+	}
+	return "", httplimit.ErrNoKey
 }
 
 func run(d time.Duration) error {
-	api, err := newLimiter(apiPolicy)
+	minute, err := newLimiter[netip.Prefix](minutePolicy)
 	if err != nil {
 		return err
 	}
-	defer api.Close()
-	login, err := newLimiter(loginPolicy)
+	defer minute.Close()
+	day, err := newLimiter[netip.Prefix](dayPolicy)
+	if err != nil {
+		return err
+	}
+	defer day.Close()
+	login, err := newLimiter[netip.Prefix](loginPolicy)
 	if err != nil {
 		return err
 	}
 	defer login.Close()
+	perUser, err := newLimiter[string](userPolicy)
+	if err != nil {
+		return err
+	}
+	defer perUser.Close()
 	key, err := httplimit.ClientIP(httplimit.IPOptions{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 	})
@@ -107,44 +138,62 @@ func run(d time.Duration) error {
 	}
 	h := &hook{}
 	mux := http.NewServeMux()
-	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
-		Key:      key,
-		Policies: []httplimit.Policy[netip.Prefix]{{Name: apiPolicy.name, Limiter: api}},
-		Routes:   map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
-		Mux:      mux,
-		Headers:  httplimit.AllHeaders,
+	perIP, err := httplimit.New(httplimit.Config[netip.Prefix]{
+		Key: key,
+		Policies: []httplimit.Policy[netip.Prefix]{
+			{Name: minutePolicy.name, Limiter: minute},
+			{Name: dayPolicy.name, Limiter: day},
+		},
+		Routes:  map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
+		Mux:     mux,
+		Exclude: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/reports") },
+		Hook:    h,
+	})
+	if err != nil {
+		return err
+	}
+	users, err := httplimit.New(httplimit.Config[string]{
+		Key:      byUser,
+		Policies: []httplimit.Policy[string]{{Name: userPolicy.name, Limiter: perUser}},
 		Hook:     h,
 	})
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /items/{id}", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "item %s\n", r.PathValue("id"))
-	})))
-	mux.Handle("POST /login", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "welcome\n")
+	})
+	mux.Handle("GET /reports", users.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "report\n")
 	})))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: perIP.Handler(mux), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
-	fmt.Printf("server on %s: policy %q %v/s burst %d on GET /items/{id}, %q %v/s burst %d on POST /login, per client IP\n\n",
-		base, apiPolicy.name, apiPolicy.rate, apiPolicy.burst, loginPolicy.name, loginPolicy.rate, loginPolicy.burst)
+	fmt.Printf("server on %s\n", base)
+	for _, p := range []policyDef{minutePolicy, dayPolicy, loginPolicy} {
+		fmt.Printf("  per client IP, %-9q %s\n", p.name, p.what)
+	}
+	fmt.Printf("  per user,      %-9q %s, on GET /reports\n\n", userPolicy.name, userPolicy.what)
 
 	clients := []*client{
-		{name: "198.51.100.10 (polite, 10/s)", xff: "198.51.100.10", method: "GET", path: "/items/1", every: 100 * time.Millisecond, workers: 1},
-		{name: "198.51.100.20 (greedy)", xff: "198.51.100.20", method: "GET", path: "/items/2", workers: 4},
-		{name: "198.51.100.30 (greedy, spoofs XFF)", xff: "6.6.6.6, 198.51.100.30", method: "GET", path: "/items/3", workers: 4},
-		{name: "2001:db8:1::a (greedy)", xff: "2001:db8:1::a", method: "GET", path: "/items/4", workers: 2},
-		{name: "2001:db8:1::b (same /64)", xff: "2001:db8:1::b", method: "GET", path: "/items/5", workers: 2},
-		{name: "198.51.100.20 (login)", xff: "198.51.100.20", method: "POST", path: "/login", workers: 2},
+		{name: "198.51.100.10 (polite, 10/s)", xff: "198.51.100.10", method: "GET", path: "/items/1", every: 100 * time.Millisecond, workers: 1, binding: minutePolicy},
+		{name: "198.51.100.20 (greedy)", xff: "198.51.100.20", method: "GET", path: "/items/2", workers: 4, binding: minutePolicy},
+		{name: "198.51.100.30 (greedy, spoofs XFF)", xff: "6.6.6.6, 198.51.100.30", method: "GET", path: "/items/3", workers: 4, binding: minutePolicy},
+		{name: "2001:db8:1::a (greedy)", xff: "2001:db8:1::a", method: "GET", path: "/items/4", workers: 2, binding: minutePolicy},
+		{name: "2001:db8:1::b (same /64)", xff: "2001:db8:1::b", method: "GET", path: "/items/5", workers: 2, binding: minutePolicy},
+		{name: "198.51.100.40 (login)", xff: "198.51.100.40", method: "POST", path: "/login", workers: 2, binding: loginPolicy},
+		{name: "user alice (greedy)", xff: "198.51.100.50", user: "alice", method: "GET", path: "/reports", workers: 4, binding: userPolicy},
 	}
-	transport := &http.Transport{MaxIdleConnsPerHost: 16}
+	transport := &http.Transport{MaxIdleConnsPerHost: 32}
 	defer transport.CloseIdleConnections()
 	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
 
@@ -165,36 +214,38 @@ func run(d time.Duration) error {
 	elapsed := time.Since(start)
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "client\tpolicy\tsent\tadmitted\tdenied\tadmitted/s\tlimit/s\tB + elapsed/T\t\n")
+	fmt.Fprintf(tw, "client\tbinding policy\tsent\tadmitted\tdenied\tbound\tday charged\t\n")
 	for _, c := range clients {
-		p := apiPolicy
-		if c.path == "/login" {
-			p = loginPolicy
+		p := c.binding
+		bound := int(p.quota + elapsed.Seconds()*p.rate)
+		charged := "-"
+		if c.user == "" {
+			ip, _ := key(&http.Request{RemoteAddr: "127.0.0.1:1", Header: http.Header{"X-Forwarded-For": {c.xff}}})
+			charged = fmt.Sprint(10_000 - day.Peek(ip, 0).Remaining)
 		}
-		bound := float64(p.burst) + elapsed.Seconds()*p.rate
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f\t%.0f\t%.1f\t\n", c.name, p.name,
-			c.sent.Load(), c.ok.Load(), c.denied.Load(), float64(c.ok.Load())/elapsed.Seconds(), p.rate, bound)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", c.name, p.name, c.sent.Load(), c.ok.Load(), c.denied.Load(), bound, charged)
 	}
 	tw.Flush()
-	fmt.Printf("\nran %v. The two 2001:db8:1:: clients share one /64 bucket, so together they get one client's rate;\n"+
-		"the spoofed leftmost X-Forwarded-For entry (6.6.6.6) gave 198.51.100.30 no extra bucket.\n", elapsed.Round(time.Millisecond))
-	fmt.Printf("hook: admitted %s, denied %s\n", sum(&h.allowed), sum(&h.denied))
+	fmt.Printf("\nran %v; bound: the most the binding policy admits in that time (burst + elapsed × rate for a token\n"+
+		"bucket, the count for the log). The two 2001:db8:1:: clients share one /64, so together they get one\n"+
+		"client's limit; the spoofed leftmost X-Forwarded-For entry (6.6.6.6) gave 198.51.100.30 nothing extra.\n"+
+		"Day charged: what the rolling day counts for the client IP. It is exactly what was admitted (the two\n"+
+		"2001:db8:1:: rows share one count): a request the minute or the login policy denied was given back.\n"+
+		"(A token bucket gives an admission back only if nothing was admitted on the key since: under\n"+
+		"contention on one key it may stay charged, stricter, never looser.)\n", elapsed.Round(time.Millisecond))
+	fmt.Printf("hook: admitted %s; denied %s\n", sum(&h.allowed), sum(&h.denied))
 
 	// What a client sees.
 	fmt.Println("\n--- what a fresh client sees (GET /items/9 as 192.0.2.99)")
-	if err := show(hc, base, "GET", "/items/9", "192.0.2.99"); err != nil {
+	if err := show(hc, base, "GET", "/items/9", "192.0.2.99", ""); err != nil {
 		return err
 	}
-	fmt.Println("\n--- and a client over its limit (POST /login as 198.51.100.20)")
-	for range loginPolicy.burst + 1 {
-		req, _ := http.NewRequest("POST", base+"/login", nil)
-		req.Header.Set("X-Forwarded-For", "198.51.100.20")
-		if resp, err := hc.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
+	fmt.Println("\n--- a client over its login limit (POST /login as 198.51.100.40)")
+	if err := show(hc, base, "POST", "/login", "198.51.100.40", ""); err != nil {
+		return err
 	}
-	return show(hc, base, "POST", "/login", "198.51.100.20")
+	fmt.Println("\n--- a user over the rolling minute (GET /reports as alice)")
+	return show(hc, base, "GET", "/reports", "198.51.100.50", "alice")
 }
 
 func (c *client) drive(ctx context.Context, hc *http.Client, base string) {
@@ -213,6 +264,9 @@ func (c *client) drive(ctx context.Context, hc *http.Client, base string) {
 		}
 		req, _ := http.NewRequestWithContext(ctx, c.method, base+c.path, nil)
 		req.Header.Set("X-Forwarded-For", c.xff)
+		if c.user != "" {
+			req.Header.Set("Authorization", "Bearer "+c.user)
+		}
 		resp, err := hc.Do(req)
 		if err != nil {
 			if !errors.Is(err, context.DeadlineExceeded) {
@@ -234,9 +288,12 @@ func (c *client) drive(ctx context.Context, hc *http.Client, base string) {
 	}
 }
 
-func show(hc *http.Client, base, method, path, clientIP string) error {
+func show(hc *http.Client, base, method, path, clientIP, user string) error {
 	req, _ := http.NewRequest(method, base+path, nil)
 	req.Header.Set("X-Forwarded-For", clientIP)
+	if user != "" {
+		req.Header.Set("Authorization", "Bearer "+user)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err
