@@ -49,14 +49,17 @@ type Limiter struct {
 
 // A Result is the outcome of one decision: the gcra.Decision with the same
 // fields and meaning as the in-process limiters', which of Redis, the
-// over-limit cache or the Outage policy made it, and why Redis did not.
+// over-limit cache, the Outage policy or the caller made it, and why Redis
+// did not.
 type Result struct {
 	gcra.Decision
 	// Source says who decided.
 	Source Source
 	// Err is nil when Source is SourceRedis, SourceCache or SourceStatic.
-	// Otherwise it wraps ErrUnavailable and the error from Redis (a
-	// connection error, context.DeadlineExceeded for the timeout, …).
+	// With SourceCaller it wraps the caller's ctx.Err() (context.Canceled
+	// or context.DeadlineExceeded), and not ErrUnavailable. Otherwise it
+	// wraps ErrUnavailable and the error from Redis (a connection error,
+	// context.DeadlineExceeded for WithTimeout, …).
 	Err error
 }
 
@@ -76,6 +79,12 @@ const (
 	SourceFailClosed
 	// SourceFallback: Redis failed, and the local limiter of FallbackTo decided.
 	SourceFallback
+	// SourceCaller: the caller's context ended (cancelled, or past its own
+	// deadline) before Redis answered. That is not an outage: no policy
+	// applies, and the Decision is the zero one (denied, and every field 0:
+	// it describes no state). Whether a call that reached Redis changed
+	// anything is unknown.
+	SourceCaller
 )
 
 // String returns the source's name, e.g. "redis", "cache", "fail-open".
@@ -93,6 +102,8 @@ func (s Source) String() string {
 		return "fail-closed"
 	case SourceFallback:
 		return "fallback"
+	case SourceCaller:
+		return "caller"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
@@ -206,8 +217,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 // gcra.Never, and consume nothing.
 //
 // When Redis fails or the timeout passes, the Outage policy decides, and
-// Result.Source and Result.Err say so. Decide never returns an error
-// separately: the Result is always the decision to act on.
+// Result.Source and Result.Err say so. When ctx itself ends first (the
+// caller gave up), nothing decides: Source is SourceCaller, with the zero
+// Decision. A ctx already done makes no call; the static limits and the
+// over-limit cache, which need none, answer regardless of ctx. Decide never
+// returns an error separately: the Result is always the decision to act on.
 func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
 	return l.decide(ctx, key, n, true, -1)
 }
@@ -245,15 +259,23 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool
 	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
 		take = false // n < 1 or n > B: a peek, or never admitted: only read the state
 	}
+	if err := ctx.Err(); err != nil {
+		return callerGone(err, nil) // no round trip for a caller that left
+	}
+	callCtx := ctx // ctx stays the caller's: callerDone tells its end from ours
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	debt, ok, err := l.eval(ctx, l.Key(key), n, take, nowMicros)
+	debt, ok, err := l.eval(callCtx, l.Key(key), n, take, nowMicros)
 	if err != nil {
-		err = deadlineErr(ctx, err)
-		return l.fail(key, n, take, err)
+		// First the caller's end, then ours: a call cut short by the
+		// caller's context is not an outage, whatever Redis reported.
+		if cerr := callerDone(ctx); cerr != nil {
+			return callerGone(cerr, err)
+		}
+		return l.fail(key, n, take, deadlineErr(callCtx, err))
 	}
 	// The script decided in µs exactly as Decide does in ns on the same
 	// values (package doc), so the two agree on Allowed; the tests check it
@@ -288,6 +310,33 @@ func deadlineErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
+}
+
+// callerDone returns the error of the caller's ctx once it is done or past
+// its deadline, else nil. A deadline that reached the connection may fail the
+// call a moment before ctx's own timer fires, hence the second test.
+func callerDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded // what ctx.Err() is about to return
+	}
+	return nil
+}
+
+// callerGone returns the Result of a call whose caller's context ended
+// (cerr) before Redis answered (err, if it was asked): the zero Decision,
+// decided by no one. Err wraps cerr and err, never ErrUnavailable.
+func callerGone(cerr, err error) Result {
+	return Result{Source: SourceCaller, Err: callerErr(cerr, err)}
+}
+
+func callerErr(cerr, err error) error {
+	if err == nil || errors.Is(err, cerr) {
+		return fmt.Errorf("redisgcra: caller gave up: %w", cerr)
+	}
+	return fmt.Errorf("redisgcra: caller gave up: %w (redis: %w)", cerr, err)
 }
 
 // fail returns the Outage policy's decision for a call that Redis did not
