@@ -50,10 +50,14 @@ func newPolicy(t *testing.T, name string) policy {
 
 // outcome is what one call returned, in either API's form.
 type outcome struct {
-	d      gcra.Decision
-	source redisgcra.Source // Result's; SourceCaller or a policy's for the contract's forms, from err
-	err    error
+	d       gcra.Decision
+	source  redisgcra.Source // Result's; noSource for the contract's forms
+	err     error
+	receipt atomiclimit.Receipt
 }
+
+// noSource stands for the Source that the contract's forms do not report.
+const noSource = redisgcra.Source(255)
 
 // callerOps are the calls that a caller's context can cut short, by name.
 var callerOps = []struct {
@@ -62,11 +66,19 @@ var callerOps = []struct {
 }{
 	{"Decide", func(ctx context.Context, l *redisgcra.Limiter) outcome {
 		r := l.Decide(ctx, "k", 1)
-		return outcome{r.Decision, r.Source, r.Err}
+		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
 	{"Peek", func(ctx context.Context, l *redisgcra.Limiter) outcome {
 		r := l.Peek(ctx, "k", 1)
-		return outcome{r.Decision, r.Source, r.Err}
+		return outcome{d: r.Decision, source: r.Source, err: r.Err}
+	}},
+	{"Take", func(ctx context.Context, l *redisgcra.Limiter) outcome {
+		d, receipt, err := l.Take(ctx, "k", 1)
+		return outcome{d: d, source: noSource, err: err, receipt: receipt}
+	}},
+	{"Check", func(ctx context.Context, l *redisgcra.Limiter) outcome {
+		d, err := l.Check(ctx, "k", 1)
+		return outcome{d: d, source: noSource, err: err}
 	}},
 }
 
@@ -74,8 +86,11 @@ var callerOps = []struct {
 // fallback limiter (if any) was not charged.
 func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 	t.Helper()
-	assert.Equal(t, redisgcra.SourceCaller, o.source)
+	if o.source != noSource {
+		assert.Equal(t, redisgcra.SourceCaller, o.source)
+	}
 	assert.Equal(t, gcra.Decision{}, o.d, "denied, describing no state")
+	assert.Zero(t, o.receipt)
 	assert.ErrorIs(t, o.err, cerr)
 	assert.NotErrorIs(t, o.err, redisgcra.ErrUnavailable)
 	if p.local != nil {
@@ -87,8 +102,11 @@ func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 // limiter that still has tokens for "k".
 func checkOutage(t *testing.T, p policy, o outcome) {
 	t.Helper()
-	assert.Equal(t, p.source, o.source)
+	if o.source != noSource {
+		assert.Equal(t, p.source, o.source)
+	}
 	assert.ErrorIs(t, o.err, redisgcra.ErrUnavailable)
+	assert.Zero(t, o.receipt)
 	assert.Equal(t, p.name != "fail-closed", o.d.Allowed)
 }
 
@@ -151,12 +169,12 @@ func TestCallerDeadlineIsNotOurs(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
 			r := l.Decide(ctx, "k", 1)
-			checkCallerGone(t, p, outcome{r.Decision, r.Source, r.Err}, context.DeadlineExceeded)
+			checkCallerGone(t, p, outcome{d: r.Decision, source: r.Source, err: r.Err}, context.DeadlineExceeded)
 
 			l, err = redisgcra.New(c, gcra.Every(time.Hour), 2, redisgcra.WithOutage(p.outage), redisgcra.WithTimeout(20*time.Millisecond))
 			require.NoError(t, err)
 			r = l.Decide(context.Background(), "k", 1)
-			checkOutage(t, p, outcome{r.Decision, r.Source, r.Err})
+			checkOutage(t, p, outcome{d: r.Decision, source: r.Source, err: r.Err})
 			assert.ErrorIs(t, r.Err, context.DeadlineExceeded)
 		})
 	}

@@ -1,6 +1,10 @@
 package redisgcra
 
-import "context"
+import (
+	"context"
+
+	"github.com/atomiclimit/atomiclimit"
+)
 
 // Test hooks. None of them is reachable from outside the package's tests.
 
@@ -12,7 +16,18 @@ var DecideSHA = decideSHA
 // DecideAt is Decide (take) or Peek (!take) at an explicit Redis time, in
 // µs since the Unix epoch, instead of Redis TIME.
 func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
-	return l.decide(ctx, key, n, take, nowMicros)
+	o := opPeek
+	if take {
+		o = opTake
+	}
+	r, _ := l.decide(ctx, key, n, o, nowMicros)
+	return r
+}
+
+// TakeAt is Take at an explicit Redis time (µs), with Take's Result.
+func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
+	r, stored := l.decide(ctx, key, n, opReceipt, nowMicros)
+	return r, atomiclimit.Receipt(stored)
 }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).

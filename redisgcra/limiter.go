@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -34,6 +36,8 @@ type Limiter struct {
 	// argT and argSpan are T and B·T in whole µs, as the script's decimal
 	// arguments, boxed once.
 	argT, argSpan any
+
+	quota atomiclimit.Quota // Quota's answer for every key. Immutable.
 
 	prefix  string
 	hashTag bool
@@ -148,6 +152,11 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 		l.argSpan = strconv.FormatInt(int64(l.params.Span())/1000, 10)
 	}
 
+	l.quota = atomiclimit.Quota{Kind: "gcra", Limit: l.params.Burst(), Window: l.params.Span(), IdleAfter: l.params.Span(), String: l.String()}
+	if l.params.IsUnlimited() {
+		l.quota.Limit, l.quota.Window, l.quota.IdleAfter = math.MaxInt, 0, 0
+	}
+
 	cfg := config{prefix: DefaultKeyPrefix, outage: FailClosed}
 	for _, o := range opts {
 		o.apply(&cfg)
@@ -199,7 +208,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // tokens if so. It is Decide(ctx, key, n).Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 	if l.cache == nil {
-		return l.decide(ctx, key, n, true, -1).Allowed
+		r, _ := l.decide(ctx, key, n, opTake, -1)
+		return r.Allowed
 	}
 	// The cache's check without the whole decision: Admit, not Decide,
 	// needs no division.
@@ -207,7 +217,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 	if l.cache.denies(key, &l.params, sent, n) {
 		return false
 	}
-	return l.decideRemote(ctx, key, n, true, -1, sent).Allowed
+	r, _ := l.decideRemote(ctx, key, n, opTake, -1, sent)
+	return r.Allowed
 }
 
 // Decide is AllowN with the whole decision: remaining tokens, retry-after,
@@ -223,22 +234,25 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 // over-limit cache, which need none, answer regardless of ctx. Decide never
 // returns an error separately: the Result is always the decision to act on.
 func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
-	return l.decide(ctx, key, n, true, -1)
+	r, _ := l.decide(ctx, key, n, opTake, -1)
+	return r
 }
 
 // Peek returns the decision Decide(ctx, key, n) would make now, consuming
 // nothing. It is one round trip too (or a cache hit), and the Outage policy
 // answers it the same way, through the fallback limiter's Peek.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
-	return l.decide(ctx, key, n, false, -1)
+	r, _ := l.decide(ctx, key, n, opPeek, -1)
+	return r
 }
 
-// decide is Decide (take) or Peek (!take). nowMicros ≥ 0 replaces Redis TIME
-// (tests only).
-func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
+// decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
+// the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
+// replaces Redis TIME (tests only).
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return Result{Decision: d, Source: SourceStatic}
+		return Result{Decision: d, Source: SourceStatic}, 0
 	}
 	var sent int64
 	if l.cache != nil {
@@ -246,21 +260,21 @@ func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowM
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return Result{Decision: d, Source: SourceCache}
+			return Result{Decision: d, Source: SourceCache}, 0
 		}
 	}
-	return l.decideRemote(ctx, key, n, take, nowMicros, sent)
+	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
 }
 
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool, nowMicros, sent int64) Result {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, uint64) {
 	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
-		take = false // n < 1 or n > B: a peek, or never admitted: only read the state
+		o = opPeek // n < 1 or n > B: a peek, or never admitted: only read the state
 	}
 	if err := ctx.Err(); err != nil {
-		return callerGone(err, nil) // no round trip for a caller that left
+		return callerGone(err, nil), 0 // no round trip for a caller that left
 	}
 	callCtx := ctx // ctx stays the caller's: callerDone tells its end from ours
 	if l.timeout > 0 {
@@ -268,14 +282,16 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool
 		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	debt, ok, err := l.eval(callCtx, l.Key(key), n, take, nowMicros)
+	debt, ok, stored, err := l.eval(callCtx, l.Key(key), n, o, nowMicros)
 	if err != nil {
 		// First the caller's end, then ours: a call cut short by the
 		// caller's context is not an outage, whatever Redis reported.
 		if cerr := callerDone(ctx); cerr != nil {
-			return callerGone(cerr, err)
+			return callerGone(cerr, err), 0
 		}
-		return l.fail(key, n, take, deadlineErr(callCtx, err))
+		// The policy's admissions carry receipt 0: Redis holds no TAT of
+		// theirs, and FallbackTo's are not refundable (see Take).
+		return l.fail(key, n, o != opPeek, deadlineErr(callCtx, err)), 0
 	}
 	// The script decided in µs exactly as Decide does in ns on the same
 	// values (package doc), so the two agree on Allowed; the tests check it
@@ -293,7 +309,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool
 	if !d.Allowed && debt > 0 && l.cache != nil {
 		l.cache.record(key, sent+debt-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis}
+	return Result{Decision: d, Source: SourceRedis}, stored
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
