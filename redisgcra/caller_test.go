@@ -54,6 +54,7 @@ type outcome struct {
 	source  redisgcra.Source // Result's; noSource for the contract's forms
 	err     error
 	receipt atomiclimit.Receipt
+	refund  bool // Refund's: d.Allowed is what it returned
 }
 
 // noSource stands for the Source that the contract's forms do not report.
@@ -80,6 +81,10 @@ var callerOps = []struct {
 		d, err := l.Check(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err}
 	}},
+	{"Refund", func(ctx context.Context, l *redisgcra.Limiter) outcome {
+		ok, err := l.Refund(ctx, "k", 1, 1234567)
+		return outcome{d: gcra.Decision{Allowed: ok}, source: noSource, err: err, refund: true}
+	}},
 }
 
 // checkCallerGone asserts o is a caller's give-up with cerr, and that the
@@ -99,7 +104,8 @@ func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 }
 
 // checkOutage asserts o is p's decision for an outage, on a fallback
-// limiter that still has tokens for "k".
+// limiter that still has tokens for "k"; a refund gives nothing back under
+// any policy.
 func checkOutage(t *testing.T, p policy, o outcome) {
 	t.Helper()
 	if o.source != noSource {
@@ -107,7 +113,7 @@ func checkOutage(t *testing.T, p policy, o outcome) {
 	}
 	assert.ErrorIs(t, o.err, redisgcra.ErrUnavailable)
 	assert.Zero(t, o.receipt)
-	assert.Equal(t, p.name != "fail-closed", o.d.Allowed)
+	assert.Equal(t, p.name != "fail-closed" && !o.refund, o.d.Allowed)
 }
 
 func TestCallerGoneBeforeCall(t *testing.T) {

@@ -13,6 +13,9 @@ const DecideLua = decideLua
 
 var DecideSHA = decideSHA
 
+// RefundSHA is the name EVALSHA gives the refund script.
+var RefundSHA = refundSHA
+
 // DecideAt is Decide (take) or Peek (!take) at an explicit Redis time, in
 // µs since the Unix epoch, instead of Redis TIME.
 func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
@@ -39,3 +42,8 @@ func (l *Limiter) CacheLen() int { return l.cache.len() }
 // ScriptMismatches is the number of decisions where the script and gcra
 // disagreed on Allowed.
 func ScriptMismatches() uint64 { return scriptMismatches.Load() }
+
+// RefundAt is Refund at an explicit Redis time (µs).
+func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
+	return l.refund(ctx, key, n, uint64(r), nowMicros)
+}

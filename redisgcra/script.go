@@ -119,3 +119,69 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 	}
 	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, stored, nil
 }
+
+// refundLua gives back the n·T of the admission whose stored TAT was the
+// receipt, atomically, on one key (cluster-safe), in µs on Redis TIME:
+//
+//	TAT ≠ receipt (absent, or anything admitted since): nothing; reply 0
+//	back = max(receipt − n·T, now)
+//	back ≥ TAT (the admission's tokens are already due): nothing; reply 0
+//	back = now: the bucket is full: DEL; reply 1
+//	else: TAT ← back, expiring as decideLua's (⌈(back − now)/1 ms⌉ + 1 ms); reply 1
+//
+// It is gcra.Params.Refund. With the n that the admission took, TAT never
+// moves below now nor below the TAT the admission started from (receipt −
+// n·T is that TAT, or the admission's now), so a refund never creates
+// quota. The caller checks 1 ≤ n ≤ B and 0 < receipt < 2^53, so every value
+// is exact in Lua's doubles. ARGV: T in µs, n, receipt, and in tests only an explicit
+// now in µs.
+const refundLua = `
+if redis.replicate_commands then redis.replicate_commands() end
+local tat = tonumber(redis.call('GET', KEYS[1]))
+local receipt = tonumber(ARGV[3])
+if tat ~= receipt then return 0 end
+local now
+if ARGV[4] then
+  now = tonumber(ARGV[4])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local back = receipt - tonumber(ARGV[2]) * tonumber(ARGV[1])
+if back < now then back = now end
+if back >= tat then return 0 end
+if back == now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], string.format('%.0f', back), 'PX', math.ceil((back - now) / 1000) + 1)
+end
+return 1
+`
+
+// refundSHA is the SHA-1 that EVALSHA names refundLua by.
+var refundSHA = func() string {
+	h := sha1.Sum([]byte(refundLua))
+	return hex.EncodeToString(h[:])
+}()
+
+// maxReceipt bounds the receipts Take returns: stored TATs are whole µs
+// below 2^53 (see decideLua).
+const maxReceipt = uint64(1) << 53
+
+// evalRefund runs refundLua and reports whether it gave anything back.
+// nowMicros < 0 means "read TIME" (always, outside tests).
+func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, receipt uint64, nowMicros int64) (bool, error) {
+	keys := []string{rkey}
+	var args []any
+	if nowMicros >= 0 {
+		args = []any{l.argT, n, strconv.FormatUint(receipt, 10), strconv.FormatInt(nowMicros, 10)}
+	} else {
+		args = []any{l.argT, n, strconv.FormatUint(receipt, 10)}
+	}
+	v, err := l.client.EvalSha(ctx, refundSHA, keys, args...).Int64()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// As in eval: the server does not have the script (yet, or any more).
+		v, err = l.client.Eval(ctx, refundLua, keys, args...).Int64()
+	}
+	return v == 1, err
+}
