@@ -25,6 +25,8 @@ import (
 // A denial writes nothing in Redis. The decisions are gcra's, with the
 // emission interval rounded up to whole microseconds (see the package doc and
 // Params). Decisions for Unlimited and DenyAll need no Redis and make no call.
+// A Limiter is an atomiclimit.KeyedLimiter[string] (Take, Check, Refund,
+// Quota: contract.go).
 type Limiter struct {
 	client redis.Scripter
 	// params are the parameters Redis decides with: the user's interval
