@@ -24,14 +24,25 @@ import (
 // At a later instant τ, with local reading s + e (e = τ − σ), the cached debt
 // is tat_local − (s + e) = TAT₀ − t_R − 1µs − e, and Redis's debt would be
 // TAT_τ − ⌊τ + r⌋ ≥ TAT₀ − τ − r, because TAT only grows (other clients
-// admit; nothing refunds). The first is at most the second exactly when
-// σ + r ≤ t_R + 1µs, which holds. gcra's denial is monotone in the debt
-// (max(debt, 0) + n·T > B·T, or n out of range), so whatever the cache
+// admit), refunds aside (below). The first is at most the second exactly
+// when σ + r ≤ t_R + 1µs, which holds. gcra's denial is monotone in the
+// debt (max(debt, 0) + n·T > B·T, or n out of range), so whatever the cache
 // denies, Redis denies; what it does not deny goes to Redis. The cache thus
 // changes the cost of a denial, never a decision, as long as TIME does not
 // run faster than the local monotonic clock (drift of a few ppm, over the
-// cached retry-after). Its RetryAfter is at most Redis's, short by up to
-// the time from s to Redis's TIME reading plus 1µs.
+// cached retry-after) and no refund intervenes. Its RetryAfter is then at
+// most Redis's, short by up to the time from s to Redis's TIME reading
+// plus 1µs.
+//
+// Refunds lower TAT. A refund of an admission that stored R takes effect
+// only while TAT = R, and stores max(R − n·T, now), which is at least the
+// TAT before that admission, or now. So a bound recorded from a denial that
+// came before the admission stays a bound; only a denial that saw R (or a
+// later TAT given back since) records a bound above what Redis holds after
+// the refund, by at most the n·T given back. Such an entry can deny, for
+// at most that long beyond Redis's own retry-after, a request Redis would
+// admit: stricter, never more permissive. Refund forgets the key's entry in
+// the refunding process; other processes' entries age out.
 //
 // The hit path is Load (lock-free, allocation-free in xsync's MapOf), one
 // atomic load and gcra's pure Decide. Entries are stable pointers updated in
@@ -127,6 +138,10 @@ func (c *overLimitCache) sweep(now int64) bool {
 	})
 	return c.m.Size() < c.max
 }
+
+// forget removes key's entry, after a refund lowered key's TAT below what it
+// may hold.
+func (c *overLimitCache) forget(key string) { c.m.Delete(key) }
 
 // len is the number of cached keys (tests).
 func (c *overLimitCache) len() int { return c.m.Size() }

@@ -14,8 +14,8 @@
 //
 //	1 ≤ n ≤ B  and  max(TAT, now) + n·T − now ≤ B·T
 //
-// and only an admission writes (TAT ← max(TAT, now) + n·T). A denial writes
-// nothing. An absent key is a full bucket.
+// and only an admission writes (TAT ← max(TAT, now) + n·T), or a Refund of
+// one (below). A denial writes nothing. An absent key is a full bucket.
 //
 // In Redis, TAT is an integer number of microseconds since the Unix epoch on
 // the server's TIME clock, stored as a decimal string, and the key expires
@@ -63,11 +63,47 @@
 // atomiclimit.Keyed limiter. Every Result says which of them decided and,
 // when Redis did not, why (Result.Err wraps ErrUnavailable).
 //
+// A caller whose context ends first (cancelled, or its own deadline) is not
+// an outage: no policy applies, the Result has SourceCaller and the zero
+// Decision (denied, describing no state), and its Err wraps ctx.Err() and
+// not ErrUnavailable. A context already done makes no call; the static
+// limits and the over-limit cache, which need no call, answer regardless.
+//
+// # The KeyedLimiter contract
+//
+// Limiter implements atomiclimit.KeyedLimiter[string], as the doors
+// (httplimit) take every limiter, with no adapter:
+//
+//   - Take is Decide with a receipt: the TAT the script stored, in µs on
+//     Redis TIME. It is 0 when nothing was stored in Redis: a denial, a peek
+//     (n = 0), n out of range, Unlimited and DenyAll, a cache denial, and
+//     every decision of the Outage policy (FallbackTo's admissions included:
+//     they cannot be given back).
+//   - Check is Peek.
+//   - Refund(ctx, key, n, r) runs a second script on key alone: if the
+//     stored TAT is exactly r, it stores max(r − n·T, now), deleting the key
+//     when that is now (a full bucket), and reports true; otherwise it
+//     writes nothing and reports false. It never creates quota: once
+//     anything else was admitted on key, by any process, or the
+//     admission's tokens are due, it gives back nothing. Refund several
+//     admissions in reverse order of Take. n must be Take's n; receipt 0,
+//     n < 1 and n > B make no call.
+//   - Quota describes the parameters Redis decides with (T rounded up),
+//     without a call.
+//
+// Their error is nil when Redis, the cache or the static limit decided;
+// on an outage it wraps ErrUnavailable and the cause, with the policy's
+// decision (Refund: false); when ctx ended first it wraps ctx.Err(), as
+// above.
+//
 // # The over-limit cache
 //
 // WithOverLimitCache keeps, per denied key, a lower bound of its TAT on this
 // process's monotonic clock. While that bound alone denies a request, the
 // limiter answers without a round trip: one lock-free map load, one clock
-// read, no allocation. Since other clients can only raise TAT, a cached
-// denial is one Redis would also give (see cache.go for the argument).
+// read, no allocation. Since admissions only raise TAT, a cached denial is
+// one Redis would also give (see cache.go for the argument). Refund lowers
+// TAT: a bound recorded while the refunded admission counted may deny for
+// up to the n·T given back after Redis would admit (the refunding process
+// forgets its bound; others' age out).
 package redisgcra

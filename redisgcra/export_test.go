@@ -1,6 +1,10 @@
 package redisgcra
 
-import "context"
+import (
+	"context"
+
+	"github.com/atomiclimit/atomiclimit"
+)
 
 // Test hooks. None of them is reachable from outside the package's tests.
 
@@ -9,10 +13,24 @@ const DecideLua = decideLua
 
 var DecideSHA = decideSHA
 
+// RefundSHA is the name EVALSHA gives the refund script.
+var RefundSHA = refundSHA
+
 // DecideAt is Decide (take) or Peek (!take) at an explicit Redis time, in
 // µs since the Unix epoch, instead of Redis TIME.
 func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
-	return l.decide(ctx, key, n, take, nowMicros)
+	o := opPeek
+	if take {
+		o = opTake
+	}
+	r, _ := l.decide(ctx, key, n, o, nowMicros)
+	return r
+}
+
+// TakeAt is Take at an explicit Redis time (µs), with Take's Result.
+func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
+	r, stored := l.decide(ctx, key, n, opReceipt, nowMicros)
+	return r, atomiclimit.Receipt(stored)
 }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).
@@ -24,3 +42,8 @@ func (l *Limiter) CacheLen() int { return l.cache.len() }
 // ScriptMismatches is the number of decisions where the script and gcra
 // disagreed on Allowed.
 func ScriptMismatches() uint64 { return scriptMismatches.Load() }
+
+// RefundAt is Refund at an explicit Redis time (µs).
+func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
+	return l.refund(ctx, key, n, uint64(r), nowMicros)
+}

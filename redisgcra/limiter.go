@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -23,6 +25,8 @@ import (
 // A denial writes nothing in Redis. The decisions are gcra's, with the
 // emission interval rounded up to whole microseconds (see the package doc and
 // Params). Decisions for Unlimited and DenyAll need no Redis and make no call.
+// A Limiter is an atomiclimit.KeyedLimiter[string] (Take, Check, Refund,
+// Quota: contract.go).
 type Limiter struct {
 	client redis.Scripter
 	// params are the parameters Redis decides with: the user's interval
@@ -34,6 +38,8 @@ type Limiter struct {
 	// argT and argSpan are T and B·T in whole µs, as the script's decimal
 	// arguments, boxed once.
 	argT, argSpan any
+
+	quota atomiclimit.Quota // Quota's answer for every key. Immutable.
 
 	prefix  string
 	hashTag bool
@@ -49,14 +55,17 @@ type Limiter struct {
 
 // A Result is the outcome of one decision: the gcra.Decision with the same
 // fields and meaning as the in-process limiters', which of Redis, the
-// over-limit cache or the Outage policy made it, and why Redis did not.
+// over-limit cache, the Outage policy or the caller made it, and why Redis
+// did not.
 type Result struct {
 	gcra.Decision
 	// Source says who decided.
 	Source Source
 	// Err is nil when Source is SourceRedis, SourceCache or SourceStatic.
-	// Otherwise it wraps ErrUnavailable and the error from Redis (a
-	// connection error, context.DeadlineExceeded for the timeout, …).
+	// With SourceCaller it wraps the caller's ctx.Err() (context.Canceled
+	// or context.DeadlineExceeded), and not ErrUnavailable. Otherwise it
+	// wraps ErrUnavailable and the error from Redis (a connection error,
+	// context.DeadlineExceeded for WithTimeout, …).
 	Err error
 }
 
@@ -76,6 +85,12 @@ const (
 	SourceFailClosed
 	// SourceFallback: Redis failed, and the local limiter of FallbackTo decided.
 	SourceFallback
+	// SourceCaller: the caller's context ended (cancelled, or past its own
+	// deadline) before Redis answered. That is not an outage: no policy
+	// applies, and the Decision is the zero one (denied, and every field 0:
+	// it describes no state). Whether a call that reached Redis changed
+	// anything is unknown.
+	SourceCaller
 )
 
 // String returns the source's name, e.g. "redis", "cache", "fail-open".
@@ -93,6 +108,8 @@ func (s Source) String() string {
 		return "fail-closed"
 	case SourceFallback:
 		return "fallback"
+	case SourceCaller:
+		return "caller"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
@@ -135,6 +152,11 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 		}
 		l.argT = strconv.FormatInt(us, 10)
 		l.argSpan = strconv.FormatInt(int64(l.params.Span())/1000, 10)
+	}
+
+	l.quota = atomiclimit.Quota{Kind: "gcra", Limit: l.params.Burst(), Window: l.params.Span(), IdleAfter: l.params.Span(), String: l.String()}
+	if l.params.IsUnlimited() {
+		l.quota.Limit, l.quota.Window, l.quota.IdleAfter = math.MaxInt, 0, 0
 	}
 
 	cfg := config{prefix: DefaultKeyPrefix, outage: FailClosed}
@@ -188,7 +210,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // tokens if so. It is Decide(ctx, key, n).Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 	if l.cache == nil {
-		return l.decide(ctx, key, n, true, -1).Allowed
+		r, _ := l.decide(ctx, key, n, opTake, -1)
+		return r.Allowed
 	}
 	// The cache's check without the whole decision: Admit, not Decide,
 	// needs no division.
@@ -196,7 +219,8 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 	if l.cache.denies(key, &l.params, sent, n) {
 		return false
 	}
-	return l.decideRemote(ctx, key, n, true, -1, sent).Allowed
+	r, _ := l.decideRemote(ctx, key, n, opTake, -1, sent)
+	return r.Allowed
 }
 
 // Decide is AllowN with the whole decision: remaining tokens, retry-after,
@@ -206,25 +230,31 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 // gcra.Never, and consume nothing.
 //
 // When Redis fails or the timeout passes, the Outage policy decides, and
-// Result.Source and Result.Err say so. Decide never returns an error
-// separately: the Result is always the decision to act on.
+// Result.Source and Result.Err say so. When ctx itself ends first (the
+// caller gave up), nothing decides: Source is SourceCaller, with the zero
+// Decision. A ctx already done makes no call; the static limits and the
+// over-limit cache, which need none, answer regardless of ctx. Decide never
+// returns an error separately: the Result is always the decision to act on.
 func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
-	return l.decide(ctx, key, n, true, -1)
+	r, _ := l.decide(ctx, key, n, opTake, -1)
+	return r
 }
 
 // Peek returns the decision Decide(ctx, key, n) would make now, consuming
 // nothing. It is one round trip too (or a cache hit), and the Outage policy
 // answers it the same way, through the fallback limiter's Peek.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
-	return l.decide(ctx, key, n, false, -1)
+	r, _ := l.decide(ctx, key, n, opPeek, -1)
+	return r
 }
 
-// decide is Decide (take) or Peek (!take). nowMicros ≥ 0 replaces Redis TIME
-// (tests only).
-func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
+// decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
+// the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
+// replaces Redis TIME (tests only).
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return Result{Decision: d, Source: SourceStatic}
+		return Result{Decision: d, Source: SourceStatic}, 0
 	}
 	var sent int64
 	if l.cache != nil {
@@ -232,28 +262,38 @@ func (l *Limiter) decide(ctx context.Context, key string, n int, take bool, nowM
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return Result{Decision: d, Source: SourceCache}
+			return Result{Decision: d, Source: SourceCache}, 0
 		}
 	}
-	return l.decideRemote(ctx, key, n, take, nowMicros, sent)
+	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
 }
 
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool, nowMicros, sent int64) Result {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, uint64) {
 	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
-		take = false // n < 1 or n > B: a peek, or never admitted: only read the state
+		o = opPeek // n < 1 or n > B: a peek, or never admitted: only read the state
 	}
+	if err := ctx.Err(); err != nil {
+		return callerGone(err, nil), 0 // no round trip for a caller that left
+	}
+	callCtx := ctx // ctx stays the caller's: callerDone tells its end from ours
 	if l.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	debt, ok, err := l.eval(ctx, l.Key(key), n, take, nowMicros)
+	debt, ok, stored, err := l.eval(callCtx, l.Key(key), n, o, nowMicros)
 	if err != nil {
-		err = deadlineErr(ctx, err)
-		return l.fail(key, n, take, err)
+		// First the caller's end, then ours: a call cut short by the
+		// caller's context is not an outage, whatever Redis reported.
+		if cerr := callerDone(ctx); cerr != nil {
+			return callerGone(cerr, err), 0
+		}
+		// The policy's admissions carry receipt 0: Redis holds no TAT of
+		// theirs, and FallbackTo's are not refundable (see Take).
+		return l.fail(key, n, o != opPeek, deadlineErr(callCtx, err)), 0
 	}
 	// The script decided in µs exactly as Decide does in ns on the same
 	// values (package doc), so the two agree on Allowed; the tests check it
@@ -271,7 +311,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, take bool
 	if !d.Allowed && debt > 0 && l.cache != nil {
 		l.cache.record(key, sent+debt-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis}
+	return Result{Decision: d, Source: SourceRedis}, stored
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
@@ -288,6 +328,33 @@ func deadlineErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
+}
+
+// callerDone returns the error of the caller's ctx once it is done or past
+// its deadline, else nil. A deadline that reached the connection may fail the
+// call a moment before ctx's own timer fires, hence the second test.
+func callerDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded // what ctx.Err() is about to return
+	}
+	return nil
+}
+
+// callerGone returns the Result of a call whose caller's context ended
+// (cerr) before Redis answered (err, if it was asked): the zero Decision,
+// decided by no one. Err wraps cerr and err, never ErrUnavailable.
+func callerGone(cerr, err error) Result {
+	return Result{Source: SourceCaller, Err: callerErr(cerr, err)}
+}
+
+func callerErr(cerr, err error) error {
+	if err == nil || errors.Is(err, cerr) {
+		return fmt.Errorf("redisgcra: caller gave up: %w", cerr)
+	}
+	return fmt.Errorf("redisgcra: caller gave up: %w (redis: %w)", cerr, err)
 }
 
 // fail returns the Outage policy's decision for a call that Redis did not

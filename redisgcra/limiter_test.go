@@ -191,7 +191,7 @@ func TestSourceAndOutageStrings(t *testing.T) {
 	for s, name := range map[redisgcra.Source]string{
 		redisgcra.SourceRedis: "redis", redisgcra.SourceCache: "cache", redisgcra.SourceStatic: "static",
 		redisgcra.SourceFailOpen: "fail-open", redisgcra.SourceFailClosed: "fail-closed",
-		redisgcra.SourceFallback: "fallback", redisgcra.Source(99): "Source(99)",
+		redisgcra.SourceFallback: "fallback", redisgcra.SourceCaller: "caller", redisgcra.Source(99): "Source(99)",
 	} {
 		assert.Equal(t, name, s.String())
 	}

@@ -19,8 +19,8 @@ import (
 
 // sourceCounts tallies decisions by source and outcome.
 type sourceCounts struct {
-	decided [6]atomic.Int64 // by Source
-	allowed [6]atomic.Int64
+	decided [7]atomic.Int64 // by Source
+	allowed [7]atomic.Int64
 	badErr  atomic.Int64 // a policy decision whose Err is not ErrUnavailable, or a Redis one with an Err
 }
 
@@ -187,11 +187,15 @@ func TestTimeout(t *testing.T) {
 	assert.Less(t, elapsed, 800*time.Millisecond, "the call must end near the timeout, not when the pause does")
 	assert.GreaterOrEqual(t, elapsed, timeout)
 
-	// The caller's own, shorter deadline applies too.
+	// The caller's own, shorter deadline applies too, and is no outage: the
+	// caller gave up, so FailOpen admits nothing.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	r = l.Decide(short, "k", 1)
 	cancel()
-	assert.Equal(t, redisgcra.SourceFailOpen, r.Source)
+	assert.Equal(t, redisgcra.SourceCaller, r.Source)
+	assert.Equal(t, gcra.Decision{}, r.Decision)
+	assert.ErrorIs(t, r.Err, context.DeadlineExceeded)
+	assert.NotErrorIs(t, r.Err, redisgcra.ErrUnavailable)
 
 	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	waitFor(t, "redis to decide again", func() bool { return l.Decide(ctx, "k", 1).Source == redisgcra.SourceRedis })

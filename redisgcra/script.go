@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -16,11 +17,15 @@ import (
 //	admit ⇔ n ≥ 1 and debt + n·T ≤ B·T  (n ≤ B is checked by the caller)
 //	admit and store: TAT ← now + debt + n·T, expiring once the bucket is full
 //
-// It returns debt·2 + admitted, one integer, from which the caller rebuilds
-// the whole gcra.Decision (every field depends on TAT only through debt).
-// A denial and a peek write nothing. Every value is a whole number of
-// microseconds below 2^53, so the doubles of Lua are exact (see the package
-// doc); string.format('%.0f') writes them exactly, as an integer.
+// ARGV[4] is the op: '0' peeks, '1' takes, '2' takes and reports what it
+// stored. It returns debt·2 + admitted, one integer, from which the caller
+// rebuilds the whole gcra.Decision (every field depends on TAT only through
+// debt); with op '2', the pair {debt·2 + admitted, stored TAT or 0}, the
+// TAT being Take's receipt. A denial and a peek write nothing. Every value
+// is a whole number of microseconds below 2^53, so the doubles of Lua are
+// exact (see the package doc); string.format('%.0f') writes them exactly,
+// as an integer, and Redis converts a returned number to an integer reply
+// exactly.
 //
 // ARGV[5] exists only in tests: an explicit now in µs, so that the decision
 // vectors can run on a timeline. Production calls pass four arguments and
@@ -41,15 +46,18 @@ local tat = tonumber(redis.call('GET', KEYS[1]))
 local debt = 0
 if tat and tat > now then debt = tat - now end
 local ok = 0
+local stored = 0
 if n == 0 then
   ok = 1
 elseif n >= 1 and debt + n * T <= span then
   ok = 1
-  if ARGV[4] == '1' then
+  if ARGV[4] ~= '0' then
     local ahead = debt + n * T
-    redis.call('SET', KEYS[1], string.format('%.0f', now + ahead), 'PX', math.ceil(ahead / 1000) + 1)
+    stored = now + ahead
+    redis.call('SET', KEYS[1], string.format('%.0f', stored), 'PX', math.ceil(ahead / 1000) + 1)
   end
 end
+if ARGV[4] == '2' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
 `
 
@@ -59,41 +67,121 @@ var decideSHA = func() string {
 	return hex.EncodeToString(h[:])
 }()
 
-// Pre-boxed arguments: converting them to interface values once here keeps
-// the call from allocating for them.
-var (
-	argTake any = "1"
-	argPeek any = "0"
+// An op is what one run of decideLua does (its ARGV[4]).
+type op uint8
+
+const (
+	opPeek    op = iota // read the state only
+	opTake              // admit and store
+	opReceipt           // opTake, and reply the TAT stored (Take's receipt)
 )
+
+// opArgs are the ops as the script's argument, boxed once here, so that the
+// call does not allocate for them.
+var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2"}
 
 // maxDebtMicros bounds the debt the script may report (Redis TIME jumping
 // back by decades), so that debt·1000 ns stays within what gcra accepts.
 const maxDebtMicros = int64(1) << 52 / 1000
 
 // eval runs the script for n tokens on the Redis key rkey and returns the
-// debt before the call, in nanoseconds, and whether the script admitted.
-// With take false it only peeks. nowMicros < 0 means "read TIME" (always,
-// outside tests).
-func (l *Limiter) eval(ctx context.Context, rkey string, n int, take bool, nowMicros int64) (debt int64, ok bool, err error) {
+// debt before the call, in nanoseconds, whether the script admitted, and
+// with opReceipt the TAT it stored in µs (0 if it stored nothing).
+// nowMicros < 0 means "read TIME" (always, outside tests).
+func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros int64) (debt int64, ok bool, stored uint64, err error) {
 	keys := []string{rkey}
-	mode := argPeek
-	if take {
-		mode = argTake
-	}
 	var args []any
 	if nowMicros >= 0 {
-		args = []any{l.argT, l.argSpan, n, mode, strconv.FormatInt(nowMicros, 10)}
+		args = []any{l.argT, l.argSpan, n, opArgs[o], strconv.FormatInt(nowMicros, 10)}
 	} else {
-		args = []any{l.argT, l.argSpan, n, mode}
+		args = []any{l.argT, l.argSpan, n, opArgs[o]}
 	}
-	v, err := l.client.EvalSha(ctx, decideSHA, keys, args...).Int64()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	cmd := l.client.EvalSha(ctx, decideSHA, keys, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// First call on this server, or its script cache was flushed (a
 		// restart, SCRIPT FLUSH, a failover): EVAL runs and caches the script.
-		v, err = l.client.Eval(ctx, decideLua, keys, args...).Int64()
+		cmd = l.client.Eval(ctx, decideLua, keys, args...)
+	}
+	var v int64
+	if o == opReceipt {
+		var pair []int64
+		if pair, err = cmd.Int64Slice(); err == nil && len(pair) != 2 {
+			err = fmt.Errorf("redisgcra: decide script replied %d values, want 2", len(pair))
+		}
+		if err == nil {
+			v, stored = pair[0], uint64(max(pair[1], 0))
+		}
+	} else {
+		v, err = cmd.Int64()
 	}
 	if err != nil {
-		return 0, false, err
+		return 0, false, 0, err
 	}
-	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, nil
+	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, stored, nil
+}
+
+// refundLua gives back the n·T of the admission whose stored TAT was the
+// receipt, atomically, on one key (cluster-safe), in µs on Redis TIME:
+//
+//	TAT ≠ receipt (absent, or anything admitted since): nothing; reply 0
+//	back = max(receipt − n·T, now)
+//	back ≥ TAT (the admission's tokens are already due): nothing; reply 0
+//	back = now: the bucket is full: DEL; reply 1
+//	else: TAT ← back, expiring as decideLua's (⌈(back − now)/1 ms⌉ + 1 ms); reply 1
+//
+// It is gcra.Params.Refund. With the n that the admission took, TAT never
+// moves below now nor below the TAT the admission started from (receipt −
+// n·T is that TAT, or the admission's now), so a refund never creates
+// quota. The caller checks 1 ≤ n ≤ B and 0 < receipt < 2^53, so every value
+// is exact in Lua's doubles. ARGV: T in µs, n, receipt, and in tests only an explicit
+// now in µs.
+const refundLua = `
+if redis.replicate_commands then redis.replicate_commands() end
+local tat = tonumber(redis.call('GET', KEYS[1]))
+local receipt = tonumber(ARGV[3])
+if tat ~= receipt then return 0 end
+local now
+if ARGV[4] then
+  now = tonumber(ARGV[4])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local back = receipt - tonumber(ARGV[2]) * tonumber(ARGV[1])
+if back < now then back = now end
+if back >= tat then return 0 end
+if back == now then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], string.format('%.0f', back), 'PX', math.ceil((back - now) / 1000) + 1)
+end
+return 1
+`
+
+// refundSHA is the SHA-1 that EVALSHA names refundLua by.
+var refundSHA = func() string {
+	h := sha1.Sum([]byte(refundLua))
+	return hex.EncodeToString(h[:])
+}()
+
+// maxReceipt bounds the receipts Take returns: stored TATs are whole µs
+// below 2^53 (see decideLua).
+const maxReceipt = uint64(1) << 53
+
+// evalRefund runs refundLua and reports whether it gave anything back.
+// nowMicros < 0 means "read TIME" (always, outside tests).
+func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, receipt uint64, nowMicros int64) (bool, error) {
+	keys := []string{rkey}
+	var args []any
+	if nowMicros >= 0 {
+		args = []any{l.argT, n, strconv.FormatUint(receipt, 10), strconv.FormatInt(nowMicros, 10)}
+	} else {
+		args = []any{l.argT, n, strconv.FormatUint(receipt, 10)}
+	}
+	v, err := l.client.EvalSha(ctx, refundSHA, keys, args...).Int64()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// As in eval: the server does not have the script (yet, or any more).
+		v, err = l.client.Eval(ctx, refundLua, keys, args...).Int64()
+	}
+	return v == 1, err
 }
