@@ -11,6 +11,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
 // A HeaderSet selects the response headers the middleware writes.
@@ -140,27 +141,11 @@ func retryAfter(d gcra.Decision) int64 {
 	return max(s, 1) // a denial always waits: at least one second
 }
 
-// remaining returns the r an outcome advertises, and false if it has no
-// RateLimit item (its limiter could not decide, or it was not asked).
-func (o *outcome) remaining(n int) (int, bool) {
-	r := max(o.d.Remaining, 0)
-	switch o.kind {
-	case admitted, violated:
-	case refunded, wouldAdmit:
-		// A refunded admission, and a Check that would have admitted,
-		// report the state after n: the key holds n more.
-		r = min(r+n, o.f.quota.Limit)
-	default:
-		return 0, false
-	}
-	return r, true
-}
-
 // writeHeaders writes the selected headers for the outcomes of s's
 // policies. ra is the Retry-After in seconds, or < 0 for none. A field an
 // outer middleware already wrote is extended, not replaced: both lists
 // hold their own policies.
-func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []outcome, key K, n int, ra int64) {
+func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outcome, fs []*fields, key K, n int, ra int64) {
 	set := m.headers
 	if set&HeadersNone != 0 {
 		return
@@ -172,13 +157,12 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []outcome, 
 	// How many policies have items, and the most restrictive (fewest
 	// remaining) for the legacy headers.
 	items, policies, least, leastR := 0, 0, -1, 0
-	for j := range out {
-		o := &out[j]
-		if o.f == nil || !o.f.limited {
+	for j, f := range fs {
+		if f == nil || !f.limited {
 			continue
 		}
 		policies++
-		if r, ok := o.remaining(n); ok {
+		if r, ok := out[j].Remaining(n, f.quota.Limit); ok {
 			items++
 			if least < 0 || r < leastR {
 				least, leastR = j, r
@@ -215,16 +199,15 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []outcome, 
 		vals = vals[1:]
 	}
 	if items > 0 && set&HeaderRateLimit != 0 {
-		put(hdrRateLimit, rateLimitValue(out, n, items, pk))
+		put(hdrRateLimit, rateLimitValue(out, fs, n, items, pk))
 	}
 	if policies > 0 && set&HeaderPolicy != 0 {
-		put(hdrPolicy, s.policyValue(out, policies, pk))
+		put(hdrPolicy, s.policyValue(fs, policies, pk))
 	}
 	if least >= 0 && set&HeaderLegacy != 0 {
-		o := &out[least]
-		put(hdrXLimit, o.f.limit)
+		put(hdrXLimit, fs[least].limit)
 		put(hdrXRemaining, strconv.Itoa(leastR))
-		put(hdrXReset, strconv.FormatInt(ceilSeconds(o.d.ResetAfter), 10))
+		put(hdrXReset, strconv.FormatInt(ceilSeconds(out[least].D.ResetAfter), 10))
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
 		if old := h[hdrRetryAfter]; merge && len(old) > 0 {
@@ -242,37 +225,36 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []outcome, 
 // draft's time until more quota is available, is sent when r = 0: it is
 // ⌈TokenAfter⌉, the time until one unit is. With r ≥ 1 there is quota now,
 // and t is left out (it is optional).
-func rateLimitValue(out []outcome, n, items int, pk []byte) string {
+func rateLimitValue(out []door.Outcome, fs []*fields, n, items int, pk []byte) string {
 	if items == 1 && pk == nil {
-		for j := range out {
-			o := &out[j]
-			if o.f == nil || !o.f.limited {
+		for j, f := range fs {
+			if f == nil || !f.limited {
 				continue
 			}
-			if r, ok := o.remaining(n); ok && r >= 1 && r < len(o.f.table) {
-				return o.f.table[r] // the common admission: no allocation
+			if r, ok := out[j].Remaining(n, f.quota.Limit); ok && r >= 1 && r < len(f.table) {
+				return f.table[r] // the common admission: no allocation
 			}
 		}
 	}
 	var buf [256]byte
 	b := buf[:0]
-	for j := range out {
-		o := &out[j]
-		if o.f == nil || !o.f.limited {
+	for j, f := range fs {
+		if f == nil || !f.limited {
 			continue
 		}
-		r, ok := o.remaining(n)
+		o := &out[j]
+		r, ok := o.Remaining(n, f.quota.Limit)
 		if !ok {
 			continue
 		}
 		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
-		b = append(b, o.f.item...)
+		b = append(b, f.item...)
 		b = strconv.AppendInt(b, int64(r), 10)
-		if r == 0 && o.d.TokenAfter > 0 && o.d.TokenAfter != gcra.Never {
+		if r == 0 && o.D.TokenAfter > 0 && o.D.TokenAfter != gcra.Never {
 			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, ceilSeconds(o.d.TokenAfter), 10)
+			b = strconv.AppendInt(b, ceilSeconds(o.D.TokenAfter), 10)
 		}
 		if pk != nil {
 			b = appendPK(b, pk)
@@ -284,22 +266,21 @@ func rateLimitValue(out []outcome, n, items int, pk []byte) string {
 // policyValue is the RateLimit-Policy value: every limited policy's item,
 // in the configured order. Without pk it is built once per combination of
 // quotas and kept.
-func (s *stack[K]) policyValue(out []outcome, policies int, pk []byte) string {
+func (s *stack[K]) policyValue(fs []*fields, policies int, pk []byte) string {
 	if pk == nil {
 		if policies == 1 {
-			for j := range out {
-				if f := out[j].f; f != nil && f.limited {
+			for _, f := range fs {
+				if f != nil && f.limited {
 					return f.policy
 				}
 			}
 		}
-		if jp := s.joined.Load(); jp != nil && jp.matches(out) {
+		if jp := s.joined.Load(); jp != nil && jp.matches(fs) {
 			return jp.value
 		}
 	}
 	var b []byte
-	for j := range out {
-		f := out[j].f
+	for _, f := range fs {
 		if f == nil || !f.limited {
 			continue
 		}
@@ -315,16 +296,14 @@ func (s *stack[K]) policyValue(out []outcome, policies int, pk []byte) string {
 		return string(b)
 	}
 	jp := &joinedPolicy{value: string(b)}
-	for j := range out {
-		jp.fs[j] = out[j].f
-	}
+	copy(jp.fs[:], fs)
 	s.joined.Store(jp)
 	return jp.value
 }
 
-func (jp *joinedPolicy) matches(out []outcome) bool {
-	for j := range out {
-		if jp.fs[j] != out[j].f {
+func (jp *joinedPolicy) matches(fs []*fields) bool {
+	for j, f := range fs {
+		if jp.fs[j] != f {
 			return false
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
@@ -135,14 +136,15 @@ type Middleware[K comparable] struct {
 	hook     atomiclimit.Hook
 	unit     string
 	evictMu  sync.Mutex
-	policies []*policy[K] // every policy once: Policies, then the routes' (for ReportEvictions)
+	policies []*policy[K]   // every policy once: Policies, then the routes' (for ReportEvictions)
+	errs     door.ErrorSink // hook, or nil: what the policies' limiters' errors go to
 }
 
 // policy is a Policy with the header values it needs, cached per parameter
 // set.
 type policy[K comparable] struct {
 	name    string
-	names   []string // {name}: a Denial's Policies for this policy alone, not built per denial
+	dp      *door.Policy[K]
 	lim     atomiclimit.KeyedLimiter[K]
 	unit    string
 	f       atomic.Pointer[fields] // the fields last used: the fast path
@@ -205,9 +207,6 @@ func (p *policy[K]) keep(f *fields) *fields {
 	return f
 }
 
-// maxPolicies is the most policies one request is checked against.
-const maxPolicies = 8
-
 // New validates c and returns the middleware it describes.
 func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if c.Key == nil {
@@ -235,6 +234,9 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	}
 	if m.onError == nil {
 		m.onError = RejectOnError
+	}
+	if m.hook != nil {
+		m.errs = m.hook
 	}
 	var base []*policy[K]
 	for i, p := range c.Policies {
@@ -285,7 +287,7 @@ func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) 
 	if err := checkSFString(what+" name", p.Name); err != nil {
 		return nil, err
 	}
-	pol := &policy[K]{name: p.Name, names: []string{p.Name}, lim: p.Limiter, unit: m.unit}
+	pol := &policy[K]{name: p.Name, dp: door.NewPolicy(p.Name, p.Limiter), lim: p.Limiter, unit: m.unit}
 	var zero K
 	pol.fields(zero) // build the header values now, and fail here if Quota panics
 	m.policies = append(m.policies, pol)

@@ -1,0 +1,265 @@
+// Package door is what the doors (httplimit, grpclimit) share: a request
+// checked against a stack of policies at once, each an
+// atomiclimit.KeyedLimiter, all or nothing. It knows nothing of HTTP or
+// gRPC: a door keys the request, asks Decide, and turns the outcomes into
+// its own headers, statuses and hook events.
+package door
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// ErrStack is wrapped by NewStack's errors; a door wraps it in its own
+// configuration error.
+var ErrStack = errors.New("invalid policy stack")
+
+// MaxPolicies is the most policies one request is checked against.
+const MaxPolicies = 8
+
+// A Policy is a named limit.
+type Policy[K comparable] struct {
+	Name    string
+	Names   []string // {Name}: a verdict's Violated for this policy alone, not built per denial
+	Limiter atomiclimit.KeyedLimiter[K]
+}
+
+// NewPolicy returns the policy name enforced by lim.
+func NewPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K]) *Policy[K] {
+	return &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
+}
+
+// A Stack is the policies one request is checked against. A request is
+// admitted only if every policy admits it. The policies take the request in
+// turn; when one denies, those before it give their admission back (Refund,
+// last first), so that no policy is charged for a request another denied,
+// and those after it are asked without taking (Check), to name every
+// violated policy and the longest wait.
+//
+// A policy whose limiter cannot give an admission back (the sliding log,
+// bands: Quota().Refunds() is false) is asked last, whatever its place in
+// the list: when it is reached, every other policy has admitted, and only
+// its own denial can follow, which takes nothing. One such policy per stack
+// at most (NewStack checks it). Outcomes are in the configured order.
+type Stack[K comparable] struct {
+	Policies []*Policy[K] // in the configured order
+	order    []int        // the order they are asked in: the ones that can give back first
+}
+
+// NewStack returns the stack of pols, in that order.
+func NewStack[K comparable](pols []*Policy[K]) (*Stack[K], error) {
+	if len(pols) == 0 || len(pols) > MaxPolicies {
+		return nil, fmt.Errorf("%w: %d policies for one request (1 to %d)", ErrStack, len(pols), MaxPolicies)
+	}
+	s := &Stack[K]{Policies: slices.Clip(pols)}
+	var last []int
+	var zero K
+	for i, p := range pols {
+		for _, q := range pols[:i] {
+			if q.Name == p.Name {
+				return nil, fmt.Errorf("%w: two policies named %q for the same requests", ErrStack, p.Name)
+			}
+		}
+		if p.Limiter.Quota(zero).Refunds() {
+			s.order = append(s.order, i)
+		} else {
+			last = append(last, i)
+		}
+	}
+	if len(last) > 1 {
+		return nil, fmt.Errorf("%w: policies %q and %q cannot give an admission back (a sliding log or bands): a request checked against both could be charged by one when the other denies; make them bands of one limiter", ErrStack, pols[last[0]].Name, pols[last[1]].Name)
+	}
+	s.order = append(s.order, last...)
+	return s, nil
+}
+
+// An Outcome is what one policy made of a request.
+type Outcome struct {
+	D       gcra.Decision
+	Receipt atomiclimit.Receipt
+	Err     error
+	Kind    Kind
+}
+
+// A Kind says what a policy did with a request.
+type Kind uint8
+
+const (
+	Unasked    Kind = iota // not asked: an earlier policy denied or failed closed
+	Admitted               // admitted, and charged
+	Refunded               // admitted, then given back: another policy denied
+	Violated               // denied
+	WouldAdmit             // asked after a denial (Check): would have admitted
+	Unknown                // the limiter could not decide (its Take or Check failed)
+)
+
+// Remaining returns the quota the outcome leaves the key, and false if it
+// describes no state (Unasked, Unknown). A refunded admission, and a Check
+// that would have admitted, report the state without the request: the
+// decision's Remaining plus n, at most limit.
+func (o *Outcome) Remaining(n, limit int) (int, bool) {
+	r := max(o.D.Remaining, 0)
+	switch o.Kind {
+	case Admitted, Violated:
+	case Refunded, WouldAdmit:
+		r = min(r+n, limit)
+	default:
+		return 0, false
+	}
+	return r, true
+}
+
+// A Result says how a request fared.
+type Result uint8
+
+const (
+	// Pass: every policy admitted (or, having failed, its outage policy
+	// admitted: fail open, a local fallback).
+	Pass Result = iota
+	// Deny: a policy denied. The policies before it gave their admissions
+	// back; the ones after it were checked.
+	Deny
+	// Unavailable: a limiter could not decide and its outage policy denied
+	// (fail closed). The policies before it gave their admissions back.
+	Unavailable
+	// Gone: the caller's context ended while a limiter decided. Not an
+	// outage: nothing is reported, and the policies before it gave their
+	// admissions back.
+	Gone
+)
+
+// An ErrorSink receives the error of a policy's limiter: a door's Hook.
+type ErrorSink interface {
+	Error(policy string, err error)
+}
+
+// Decide checks a request for n at key against every policy of s, filling
+// out (len(s.Policies) outcomes, zero on entry) in the configured order.
+// onError, if not nil, receives each limiter error that is not the caller's
+// context ending. at is the index (configured order) of the policy that
+// denied or failed closed, for Deny and Unavailable.
+func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onError ErrorSink) (res Result, at int) {
+	for i, j := range s.order {
+		p, o := s.Policies[j], &out[j]
+		d, rc, err := p.Limiter.Take(ctx, key, n)
+		o.D, o.Receipt = d, rc
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				s.giveBack(ctx, out, i, key, n, onError)
+				return Gone, j
+			}
+			o.Kind, o.Err = Unknown, err
+			if onError != nil {
+				onError.Error(p.Name, err)
+			}
+			if !d.Allowed { // the limiter's outage policy: fail closed
+				s.giveBack(ctx, out, i, key, n, onError)
+				return Unavailable, j
+			}
+			// Fail open, or a local fallback admitted: go on.
+		case !d.Allowed:
+			o.Kind = Violated
+			s.giveBack(ctx, out, i, key, n, onError)
+			s.checkRest(ctx, out, i, key, n, onError)
+			return Deny, j
+		default:
+			o.Kind = Admitted
+		}
+	}
+	return Pass, -1
+}
+
+// giveBack refunds the admissions of the policies asked before the i-th (in
+// asking order), last first. A refund is made even if the caller has gone:
+// the admission was not used.
+func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n int, onError ErrorSink) {
+	if i == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	for k := i - 1; k >= 0; k-- {
+		j := s.order[k]
+		o := &out[j]
+		if o.Kind != Admitted || o.Receipt == 0 {
+			continue
+		}
+		ok, err := s.Policies[j].Limiter.Refund(ctx, key, n, o.Receipt)
+		if err != nil && onError != nil {
+			onError.Error(s.Policies[j].Name, err)
+		}
+		if ok {
+			o.Kind = Refunded
+		}
+	}
+}
+
+// checkRest asks the policies after the i-th (in asking order) whether they
+// would have admitted, taking nothing.
+func (s *Stack[K]) checkRest(ctx context.Context, out []Outcome, i int, key K, n int, onError ErrorSink) {
+	for _, j := range s.order[i+1:] {
+		p, o := s.Policies[j], &out[j]
+		d, err := p.Limiter.Check(ctx, key, n)
+		o.D = d
+		switch {
+		case err != nil:
+			o.Kind, o.Err = Unknown, err
+			if onError != nil && ctx.Err() == nil {
+				onError.Error(p.Name, err)
+			}
+		case d.Allowed:
+			o.Kind = WouldAdmit
+		default:
+			o.Kind = Violated
+		}
+	}
+}
+
+// A Denial summarises the violated policies of a denied request.
+type Denial struct {
+	// Violated names every violated policy, in the configured order.
+	Violated []string
+	// Longest is the index of the violated policy with the longest wait
+	// (Never is longest), and RetryAfter its wait.
+	Longest    int
+	RetryAfter time.Duration
+}
+
+// Denied summarises the outcomes of a request Decide denied.
+func (s *Stack[K]) Denied(out []Outcome) Denial {
+	d := Denial{Longest: -1}
+	count := 0
+	for j, p := range s.Policies {
+		o := &out[j]
+		if o.Kind != Violated {
+			continue
+		}
+		count++
+		if d.Longest < 0 || longer(o.D.RetryAfter, d.RetryAfter) {
+			d.Longest, d.RetryAfter = j, o.D.RetryAfter
+		}
+		switch count {
+		case 1:
+			d.Violated = p.Names // no allocation for one violated policy
+		case 2:
+			d.Violated = append(slices.Clone(d.Violated), p.Name)
+		default:
+			d.Violated = append(d.Violated, p.Name)
+		}
+	}
+	return d
+}
+
+// longer reports whether wait a is longer than b, Never the longest.
+func longer(a, b time.Duration) bool {
+	if b == gcra.Never {
+		return false
+	}
+	return a == gcra.Never || a > b
+}

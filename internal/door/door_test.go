@@ -1,0 +1,145 @@
+package door
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) Now() time.Time { return c.t }
+
+func keyed(t *testing.T, c *clock, rule atomiclimit.Rule) *atomiclimit.Keyed[string] {
+	t.Helper()
+	k, err := atomiclimit.NewKeyedRule[string](rule, atomiclimit.WithClock(c), atomiclimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// failing is a limiter whose store is down: its outage policy admits (open)
+// or denies; Take after cancel reports the caller's context.
+type failing struct {
+	*atomiclimit.Keyed[string]
+	open bool
+}
+
+var errDown = errors.New("store down")
+
+func (f *failing) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	if ctx.Err() != nil {
+		return gcra.Decision{}, 0, ctx.Err()
+	}
+	return gcra.Decision{Allowed: f.open, RetryAfter: time.Second}, 0, errDown
+}
+
+type errs []string
+
+func (e *errs) Error(policy string, err error) { *e = append(*e, policy+": "+err.Error()) }
+
+func stackOf(t *testing.T, pols ...*Policy[string]) *Stack[string] {
+	t.Helper()
+	s, err := NewStack(pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The outcomes of every path through Decide, and what each policy was
+// charged: a denial gives back the admissions before it and checks the
+// policies after it; an outage that fails closed gives back; one that fails
+// open goes on; a caller gone gives back and reports nothing.
+func TestDecide(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	ctx := context.Background()
+	a := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(2), 2))
+	b := keyed(t, c, atomiclimit.FixedWindow(1, time.Minute))
+	z := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(1), 1))
+	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("b", b), NewPolicy[string]("z", z))
+
+	out := make([]Outcome, 3)
+	if res, _ := s.Decide(ctx, "k", 1, out, nil); res != Pass || out[0].Kind != Admitted || out[2].Kind != Admitted {
+		t.Fatalf("first: %v %+v", res, out)
+	}
+	out = make([]Outcome, 3)
+	res, at := s.Decide(ctx, "k", 1, out, nil)
+	if res != Deny || at != 1 || out[0].Kind != Refunded || out[1].Kind != Violated || out[2].Kind != Violated {
+		t.Fatalf("second: %v at %d %+v", res, at, out)
+	}
+	if r := a.Peek("k", 0).Remaining; r != 1 {
+		t.Fatalf("a remaining %d, want 1: charged for the denied request", r)
+	}
+	d := s.Denied(out)
+	if len(d.Violated) != 2 || d.Violated[0] != "b" || d.Violated[1] != "z" || d.Longest != 1 || d.RetryAfter != time.Minute {
+		t.Fatalf("denial %+v", d)
+	}
+	if r, ok := out[0].Remaining(1, 2); !ok || r != 1 {
+		t.Fatalf("refunded outcome's remaining %d %v", r, ok)
+	}
+
+	// n above z's burst: never. Never is the longest wait.
+	out = make([]Outcome, 3)
+	s.Decide(ctx, "other", 2, out, nil)
+	if d := s.Denied(out); d.RetryAfter != gcra.Never || d.Violated[len(d.Violated)-1] != "z" {
+		t.Fatalf("never: %+v", d)
+	}
+
+	// Outages.
+	var got errs
+	closed := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(9), 9))}
+	s2 := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", closed))
+	before := a.Peek("u", 0)
+	out = make([]Outcome, 2)
+	if res, at := s2.Decide(ctx, "u", 1, out, &got); res != Unavailable || at != 1 || out[1].Kind != Unknown || out[0].Kind != Refunded {
+		t.Fatalf("fail closed: %v %d %+v", res, at, out)
+	}
+	if a.Peek("u", 0) != before || len(got) != 1 || got[0] != "remote: store down" {
+		t.Fatalf("fail closed: a charged, or errors %q", got)
+	}
+	closed.open = true
+	out = make([]Outcome, 2)
+	if res, _ := s2.Decide(ctx, "u", 1, out, &got); res != Pass || out[0].Kind != Admitted || out[1].Kind != Unknown {
+		t.Fatalf("fail open: %v %+v", res, out)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	before = a.Peek("u", 0)
+	out = make([]Outcome, 2)
+	got = nil
+	if res, _ := s2.Decide(cctx, "u", 1, out, &got); res != Gone || len(got) != 0 || a.Peek("u", 0) != before {
+		t.Fatalf("gone: %v errors %q, a %+v then %+v", res, got, before, a.Peek("u", 0))
+	}
+}
+
+// A policy that cannot give back is asked last; two are refused, as are
+// duplicate names, none, and more than MaxPolicies.
+func TestNewStack(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	log := keyed(t, c, atomiclimit.SlidingLog(1, time.Minute))
+	g := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(1), 1))
+	s := stackOf(t, NewPolicy[string]("log", log), NewPolicy[string]("g", g))
+	out := make([]Outcome, 2)
+	s.Decide(context.Background(), "k", 1, out, nil)
+	out = make([]Outcome, 2)
+	if res, at := s.Decide(context.Background(), "k", 1, out, nil); res != Deny || at != 1 || out[0].Kind != Violated {
+		t.Fatalf("%v at %d %+v: the log must be asked last", res, at, out)
+	}
+	bad := [][]*Policy[string]{
+		nil,
+		{NewPolicy[string]("a", log), NewPolicy[string]("b", keyed(t, c, atomiclimit.SlidingLog(1, time.Minute)))},
+		{NewPolicy[string]("a", g), NewPolicy[string]("a", g)},
+		make([]*Policy[string], MaxPolicies+1),
+	}
+	for i, pols := range bad {
+		if _, err := NewStack(pols); !errors.Is(err, ErrStack) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+}
