@@ -85,6 +85,23 @@ func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
 // TakeN is DecideN that also returns the TAT it stored, what Refund needs,
 // or 0 if it stored nothing.
 func (b *Bucket) TakeN(p *gcra.Params, now int64, n int) (gcra.Decision, int64) {
+	// The common case first: an admission whose first CompareAndSwap wins,
+	// decided by Admit (which inlines), then described from the state it
+	// stored; p.Decide's admitted decision is exactly State(next) with
+	// Allowed set. Unlimited stores nothing and takes the loop.
+	old := b.tat.Load()
+	if next, ok := p.Admit(int64(old), now, n); ok && uint64(next) != old && !p.IsUnlimited() &&
+		b.tat.CompareAndSwap(old, uint64(next)) {
+		d := p.State(next, now)
+		d.Allowed = true
+		return d, next
+	}
+	return b.takeLoop(p, now, n)
+}
+
+// takeLoop is TakeN after its first attempt: a denial, a peek, Unlimited,
+// or a lost race.
+func (b *Bucket) takeLoop(p *gcra.Params, now int64, n int) (gcra.Decision, int64) {
 	for {
 		old := b.tat.Load()
 		next, d := p.Decide(int64(old), now, n)

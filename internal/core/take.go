@@ -17,8 +17,22 @@ type Receipt uint64
 // back. n = 0 is an admitted peek. It never blocks and never fails: ctx is
 // unused and the error is always nil (remote limiters, which implement the
 // same contract, use both).
-func (k *Keyed[K]) Take(_ context.Context, key K, n int) (gcra.Decision, Receipt, error) {
-	d, stored := k.take(key, k.src.Now(), n)
+func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Receipt, err error) {
+	now := k.src.Now()
+	if k.fast && k.hook == nil {
+		// A key already held under GCRA: one lookup and the bucket's
+		// CompareAndSwap, written out here so that nothing is copied twice.
+		if c, ok := k.m.Load(key); ok {
+			var next int64
+			d, next = c.TakeN(&c.rule().g, now, n)
+			// A retired bucket denies everything: only a denial needs the check.
+			if d.Allowed || !k.cells.IsRetired(c) {
+				return d, Receipt(next), nil
+			}
+		}
+	}
+	var stored uint64
+	d, stored = k.take(key, now, n)
 	if k.hook != nil {
 		k.reportDecision(n, d)
 	}
@@ -31,6 +45,7 @@ func (k *Keyed[K]) Check(_ context.Context, key K, n int) (gcra.Decision, error)
 	return k.peek(key, k.src.Now(), n), nil
 }
 
+// take is Take on any path: a key absent or retired, any rule.
 func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, uint64) {
 	for {
 		c, d := k.cellFor(key, now, n)
