@@ -255,8 +255,9 @@ func (m *Middleware[K]) denied(w http.ResponseWriter, r *http.Request, next http
 }
 
 // unavailable handles a request whose i-th policy (in asking order) could
-// not be decided and whose limiter failed closed: 503, not 429 (DefaultDeny),
-// with the outage policy's wait as Retry-After.
+// not be decided and whose outage policy denied (fail closed, or a local
+// fallback that denied): 503, not 429 (DefaultDeny), with the outage
+// policy's wait as Retry-After.
 func (m *Middleware[K]) unavailable(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], out []outcome, i int, key K, n int) {
 	m.giveBack(r.Context(), s, out, i, key, n)
 	j := s.order[i]
