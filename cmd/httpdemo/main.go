@@ -15,8 +15,11 @@
 // connection can show several client IPs, a spoofed leftmost entry that is
 // ignored, and two IPv6 clients of one /64 sharing their limits.
 //
-//	go run ./cmd/httpdemo            # about 2 seconds
-//	go run ./cmd/httpdemo -d 500ms   # quicker
+// It is a module of its own, so that the root module depends on what the
+// library needs only; from the repository root:
+//
+//	go -C cmd/httpdemo run .            # about 2 seconds
+//	go -C cmd/httpdemo run . -d 500ms   # quicker
 package main
 
 import (
