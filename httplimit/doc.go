@@ -4,7 +4,7 @@
 // header, API key, route, method, a composite, or any function), checks it
 // against one or several policies at once, writes the IETF RateLimit
 // headers, and denies with 429 and an RFC 9457 problem when a policy is
-// exceeded (503 when a limiter's store is down and it fails closed).
+// exceeded (503 when a limiter's store is down and its outage policy denies).
 //
 //	perMinute, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
 //	perDay, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0))
@@ -49,12 +49,16 @@
 // returns an error with its outage policy's decision. The middleware
 // reports the error to Hook.Error (not as a denial), and then:
 //
-//   - fail closed (the limiter denied): 503 Service Unavailable, not 429 —
-//     the client exceeded nothing — with the limiter's wait as Retry-After,
-//     and the policies before it given back;
-//   - fail open, or a local fallback that admitted: the request is served;
-//     the failed policy is listed in RateLimit-Policy but has no RateLimit
-//     item, since there is no state to describe.
+//   - fail closed, or a local fallback that denied (the limiter's decision
+//     denies): 503 Service Unavailable, not 429 — the limit itself could
+//     not be checked — with the limiter's wait as Retry-After (a fallback's
+//     own, exact wait; fail closed's hint), and the policies before it
+//     given back;
+//   - fail open, or a local fallback that admitted: the request is served.
+//
+// Either way the failed policy is listed in RateLimit-Policy but has no
+// RateLimit item, since there is no state to describe, and Hook.Denied is
+// not called for it: a fallback's denial is an Error event too.
 //
 // A request whose client goes away while a limiter decides (its context
 // ends) is not an outage: nothing is reported or served, the policies

@@ -105,7 +105,8 @@ type Denial struct {
 	RetryAfter int64
 	// Err is nil for a rate-limit denial. It is the limiter's error when a
 	// limiter could not decide (a remote store is down) and its outage
-	// policy denied (fail closed): the request was not judged, and
+	// policy denied (fail closed, or a local fallback that denied): the
+	// request was not judged against the limit itself, and
 	// DefaultDeny answers 503 Service Unavailable, not 429.
 	Err error
 }

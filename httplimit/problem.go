@@ -22,10 +22,11 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 // A request whose cost exceeds a policy's quota gets the detail "request
 // cost exceeds the policy's quota" and no Retry-After.
 //
-// A request that was not judged because a limiter could not decide and
-// failed closed (d.Err set: its store is down) gets 503 Service Unavailable
-// instead, of type about:blank, with the detail "the rate limit could not
-// be checked; retry after N seconds": the client did not exceed anything.
+// A request that was not judged because a limiter could not decide and its
+// outage policy denied (d.Err set: its store is down, and it failed closed
+// or its local fallback denied) gets 503 Service Unavailable instead, of
+// type about:blank, with the detail "the rate limit could not be checked;
+// retry after N seconds": the limit itself could not be checked.
 func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 	b := make([]byte, 0, 256)
 	if d.Err != nil {

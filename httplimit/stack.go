@@ -105,8 +105,9 @@ func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.
 	case door.Gone:
 		w.WriteHeader(statusClientClosed)
 	case door.Unavailable:
-		// The limiter's outage policy failed closed: 503, not 429 (DefaultDeny),
-		// with its wait as Retry-After.
+		// The limiter's outage policy denied (fail closed, or a local
+		// fallback that denied): 503, not 429 (DefaultDeny), with the outage
+		// policy's wait as Retry-After.
 		o := &out[at]
 		if m.dryRun {
 			m.writeHeaders(w.Header(), s, out, fs, key, n, -1)

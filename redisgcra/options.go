@@ -106,7 +106,8 @@ var (
 // fleet of N processes admits up to N times it, so give k the limit's share
 // of one process (say Per(rate/N, period)). Admissions made locally are not
 // written to Redis; when Redis is back, its buckets carry on from where they
-// were. The caller owns k (its sweeper, Close).
+// were (a server restarted without persistence has lost them: every bucket
+// is full again). The caller owns k (its sweeper, Close).
 func FallbackTo(k *atomiclimit.Keyed[string]) Outage {
 	return Outage{kind: outageFallback, local: k}
 }

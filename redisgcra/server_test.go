@@ -2,6 +2,7 @@ package redisgcra_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -136,22 +137,48 @@ var (
 
 func sharedServer(t testing.TB) *server {
 	t.Helper()
-	bin := redisBinary(t)
-	sharedOnce.Do(func() {
-		sharedDir, sharedErr = os.MkdirTemp("", "redisgcra-test")
-		if sharedErr == nil {
-			shared, sharedErr = newServer(bin, sharedDir)
-		}
-	})
+	startShared(redisBinary(t))
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
 	return shared
 }
 
+func startShared(bin string) {
+	sharedOnce.Do(func() {
+		sharedDir, sharedErr = os.MkdirTemp("", "redisgcra-test")
+		if sharedErr == nil {
+			shared, sharedErr = newServer(bin, sharedDir)
+		}
+	})
+}
+
+// exampleRedis is the address of the shared server, for the examples that
+// need a Redis (an example cannot take a testing.TB); TestMain sets it.
+var exampleRedis string
+
+// redisExamples are the examples that need a Redis: without redis-server
+// they are skipped, as the tests are.
+const redisExamples = "^Example_fleet$"
+
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the outage tests make many on purpose.
 	redis.SetLogger(quietLogger{})
+	flag.Parse()
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		startShared(bin)
+		if sharedErr == nil {
+			exampleRedis = shared.addr()
+		} // else every test that needs the shared server fails, and says why
+	} else if os.Getenv("REDISGCRA_REQUIRE_SERVER") == "" {
+		skip := flag.Lookup("test.skip").Value
+		pattern := redisExamples
+		if old := skip.String(); old != "" {
+			pattern = old + "|" + pattern
+		}
+		skip.Set(pattern)
+		fmt.Fprintln(os.Stderr, "redisgcra: redis-server not found in PATH: the Redis tests and examples skip (apt-get install -y redis-server)")
+	}
 	code := m.Run()
 	if shared != nil {
 		shared.kill()

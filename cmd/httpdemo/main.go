@@ -8,15 +8,26 @@
 //     24 h, both at once and both advertised (stacked policies); POST /login
 //     adds 3 per minute;
 //   - GET /reports is limited per authenticated user to 100 per rolling
-//     minute, exactly (a sliding log).
+//     minute, exactly (a sliding log);
+//   - a hard limit (10 per second per API key, burst 1) that three server
+//     processes share through Redis, each with its own redisgcra.Limiter
+//     behind the middleware, driven round-robin by concurrent clients; it
+//     prints what each process admitted and the fleet's total beside the
+//     limit's bound. This part needs a Redis: with redis-server on PATH the
+//     demo starts one (on a free loopback port, persistence off), or -redis
+//     names one; without either it says so and skips it. The processes are
+//     this binary, started again with a flag of their own.
 //
 // The demo client plays a trusted reverse proxy (127.0.0.0/8 is trusted): it
 // sends X-Forwarded-For naming the client it stands for, so one loopback
 // connection can show several client IPs, a spoofed leftmost entry that is
 // ignored, and two IPv6 clients of one /64 sharing their limits.
 //
-//	go run ./cmd/httpdemo            # about 2 seconds
-//	go run ./cmd/httpdemo -d 500ms   # quicker
+// It is a module of its own (it needs go-redis, which the root module does
+// not depend on); from the repository root:
+//
+//	go -C cmd/httpdemo run .            # about 4 seconds
+//	go -C cmd/httpdemo run . -d 500ms   # quicker
 package main
 
 import (
@@ -29,13 +40,17 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/signal"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/httplimit"
@@ -72,13 +87,31 @@ type client struct {
 }
 
 func main() {
-	d := flag.Duration("d", 2*time.Second, "how long the clients run")
+	redis.SetLogger(quietLogger{})
+	if len(os.Args) > 1 && os.Args[1] == serveFleetFlag {
+		// One of the fleet's server processes, started by the demo itself.
+		if err := serveFleet(os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "httpdemo fleet process:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	d := flag.Duration("d", 2*time.Second, "how long the clients run, in each part")
+	redisAddr := flag.String("redis", "", "host:port of the Redis for the fleet part (default: start a redis-server from PATH)")
 	flag.Parse()
 	if *d <= 0 {
 		fmt.Fprintln(os.Stderr, "httpdemo: -d must be positive")
 		os.Exit(2)
 	}
 	if err := run(*d); err != nil {
+		fmt.Fprintln(os.Stderr, "httpdemo:", err)
+		os.Exit(1)
+	}
+	// On an interrupt the fleet part stops its processes before it returns.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := runFleet(ctx, *d, *redisAddr)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "httpdemo:", err)
 		os.Exit(1)
 	}

@@ -1,0 +1,21 @@
+module github.com/atomiclimit/atomiclimit/cmd/httpdemo
+
+go 1.24
+
+replace (
+	github.com/atomiclimit/atomiclimit => ../..
+	github.com/atomiclimit/atomiclimit/redisgcra => ../../redisgcra
+)
+
+require (
+	github.com/atomiclimit/atomiclimit v0.0.0-00010101000000-000000000000
+	github.com/atomiclimit/atomiclimit/redisgcra v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.22.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
+)
