@@ -1,6 +1,6 @@
 // Package door is what the doors (httplimit, grpclimit) share: a request
 // checked against a stack of policies at once, each an
-// atomiclimit.KeyedLimiter, all or nothing. It knows nothing of HTTP or
+// core.KeyedLimiter, all or nothing. It knows nothing of HTTP or
 // gRPC: a door keys the request, asks Decide, and turns the outcomes into
 // its own headers, statuses and hook events.
 package door
@@ -12,8 +12,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 // ErrStack is wrapped by NewStack's errors; a door wraps it in its own
@@ -27,11 +27,11 @@ const MaxPolicies = 8
 type Policy[K comparable] struct {
 	Name    string
 	Names   []string // {Name}: a verdict's Violated for this policy alone, not built per denial
-	Limiter atomiclimit.KeyedLimiter[K]
+	Limiter core.KeyedLimiter[K]
 }
 
 // NewPolicy returns the policy name enforced by lim.
-func NewPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K]) *Policy[K] {
+func NewPolicy[K comparable](name string, lim core.KeyedLimiter[K]) *Policy[K] {
 	return &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
 }
 
@@ -82,7 +82,7 @@ func NewStack[K comparable](pols []*Policy[K]) (*Stack[K], error) {
 // An Outcome is what one policy made of a request.
 type Outcome struct {
 	D       gcra.Decision
-	Receipt atomiclimit.Receipt
+	Receipt core.Receipt
 	Err     error
 	Kind    Kind
 }
