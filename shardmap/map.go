@@ -3,6 +3,7 @@ package shardmap
 import (
 	"errors"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync/atomic"
 
@@ -46,7 +47,7 @@ func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
 	}
 	var mapOpts []func(*xsync.MapConfig)
 	if cfg.presize > 0 {
-		mapOpts = append(mapOpts, xsync.WithPresize((cfg.presize+n-1)/n))
+		mapOpts = append(mapOpts, xsync.WithPresize(shardShare(cfg.presize, n)))
 	}
 	for i := range m.shards {
 		// Each shard hashes keys with MapOf's own seeded hash, independent of
@@ -54,6 +55,16 @@ func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
 		m.shards[i] = xsync.NewMapOf[K, V](mapOpts...)
 	}
 	return m
+}
+
+// shardShare is what one of n shards is sized for when the map is presized
+// for total entries: its mean share plus four standard deviations of the
+// binomial spread of a random hash over the shards, so that no shard of a map
+// holding total entries grows (a growth copies the shard while its writers
+// wait), except with odds below one in 30,000 per shard.
+func shardShare(total, n int) int {
+	mean := float64(total) / float64(n)
+	return int(mean+4*math.Sqrt(mean*(1-1/float64(n)))) + 1
 }
 
 func (m *Map[K, V]) hash(k K) uint64 { return maphash.Comparable(m.seed, k) }
