@@ -3,6 +3,7 @@ package shardmap
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,70 @@ func TestUpdate(t *testing.T) {
 	}
 	if got, _ := m.Load("k"); got != v || m.Len() != 1 {
 		t.Fatal("Update changed the entry")
+	}
+}
+
+// TestPrehashChoice: a key keeps its hash beside it only where that costs no
+// heap (the MapOf entry stays in its size class).
+func TestPrehashChoice(t *testing.T) {
+	if New[string, *int]().pre != nil {
+		t.Error("string keys are prehashed: their entries would grow from 24 to 32 bytes")
+	}
+	if New[uint64, *int]().pre != nil {
+		t.Error("uint64 keys are prehashed: their entries would grow from 16 to 24 bytes")
+	}
+	if New[netip.Prefix, *int]().pre == nil {
+		t.Error("netip.Prefix keys are not prehashed, though their entries stay 48 bytes")
+	}
+}
+
+// TestPrehashedMap runs the map's operations on prehashed shards.
+func TestPrehashedMap(t *testing.T) {
+	m := New[netip.Prefix, *int](WithShards(4))
+	if m.pre == nil {
+		t.Fatal("not prehashed")
+	}
+	key := func(i int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+	}
+	vals := make([]*int, 5000)
+	for i := range vals {
+		vals[i] = new(int)
+		v, loaded, err := m.LoadOrCreate(key(i), func() *int { return vals[i] })
+		if v != vals[i] || loaded || err != nil {
+			t.Fatalf("LoadOrCreate(%d) = %p, %v, %v", i, v, loaded, err)
+		}
+	}
+	for i := range vals {
+		if v, ok := m.Load(key(i)); !ok || v != vals[i] {
+			t.Fatalf("Load(%d) = %p, %v", i, v, ok)
+		}
+	}
+	if !m.Update(key(7), func(p *int) { *p = 7 }) || *vals[7] != 7 {
+		t.Fatal("Update")
+	}
+	if m.CompareAndDelete(key(1), vals[2]) || !m.CompareAndDelete(key(1), vals[1]) {
+		t.Fatal("CompareAndDelete")
+	}
+	if v, ok := m.Delete(key(2)); !ok || v != vals[2] {
+		t.Fatal("Delete")
+	}
+	seen := 0
+	m.Range(func(k netip.Prefix, v *int) bool {
+		if v != vals[int(k.Addr().As4()[1])<<16|int(k.Addr().As4()[2])<<8|int(k.Addr().As4()[3])] {
+			t.Fatalf("Range: %v holds the wrong value", k)
+		}
+		seen++
+		return true
+	})
+	if seen != 4998 || m.Len() != 4998 {
+		t.Fatalf("Range saw %d, Len %d; want 4998", seen, m.Len())
+	}
+	if r := m.Sweep(func(netip.Prefix, *int) bool { return true }); r != 4998 || m.Len() != 0 {
+		t.Fatalf("Sweep removed %d, Len %d", r, m.Len())
+	}
+	allocs := testing.AllocsPerRun(1000, func() { m.Load(key(3)) })
+	if allocs != 0 {
+		t.Fatalf("Load: %v allocs", allocs)
 	}
 }

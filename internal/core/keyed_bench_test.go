@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,12 @@ func BenchmarkKeyedMemory(b *testing.B) {
 			b.ReportMetric(perKey, "B/key")
 		})
 	}
+	// IPv6 /64s, built before the first reading like the strings.
+	prefixes := make([]netip.Prefix, benchKeys)
+	for i := range prefixes {
+		a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)})
+		prefixes[i] = netip.PrefixFrom(a, 64)
+	}
 	builds := []build{
 		{"impl=keyed/key=string", func() any {
 			k, _ := core.NewKeyed[string](core.GCRA(gcra.PerSecond(10), 10), core.WithSweepInterval(0))
@@ -214,6 +221,13 @@ func BenchmarkKeyedMemory(b *testing.B) {
 				m.Store(key, new(atomic.Uint64))
 			}
 			return m
+		}},
+		{"impl=keyed/key=prefix", func() any {
+			k, _ := core.NewKeyed[netip.Prefix](core.GCRA(gcra.PerSecond(10), 10), core.WithSweepInterval(0))
+			for _, key := range prefixes {
+				k.Allow(key)
+			}
+			return k
 		}},
 		{"impl=keyed/key=uint64", func() any {
 			k, _ := core.NewKeyed[uint64](core.GCRA(gcra.PerSecond(10), 10), core.WithSweepInterval(0))
