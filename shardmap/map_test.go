@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 func TestBasics(t *testing.T) {
@@ -338,5 +339,19 @@ func TestPrehashedMap(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() { m.Load(key(3)) })
 	if allocs != 0 {
 		t.Fatalf("Load: %v allocs", allocs)
+	}
+}
+
+// TestCountersApart: the counters that insertions, removals and sweeps write
+// are at least a cache line away from the fields every Load reads, so they
+// never share a line whatever the map's alignment.
+func TestCountersApart(t *testing.T) {
+	var m Map[string, *int]
+	lastRead := unsafe.Offsetof(m.limit) + unsafe.Sizeof(m.limit)
+	if d := unsafe.Offsetof(m.size) - lastRead; d < cacheLine {
+		t.Errorf("size is %d bytes after the read fields, want ≥ %d", d, cacheLine)
+	}
+	if unsafe.Offsetof(m.cursor) < unsafe.Offsetof(m.size) {
+		t.Error("cursor moved above size, among the read fields")
 	}
 }

@@ -527,12 +527,19 @@ func (k *Keyed[K]) Stats() Stats { return k.st.Stats() }
 // cells tells the key store how to evict cells, and holds the floors new
 // states start from. It holds no reference to the Keyed limiter.
 type cells struct {
+	words int  // state words per key
+	bands int  // bands per rule
+	gcra  bool // one GCRA band: the Bucket's own retired state
+
+	// Retirements write the floors; decisions read the fields above (a
+	// denial's IsRetired, a wide rule's state): the padding keeps them on
+	// different cache lines, so that a sweep does not make decisions on
+	// other cores fetch their line again (false sharing).
+	//lint:ignore U1000 prevents false sharing
+	_ [cacheLine]byte
 	// floors[i] is at least the floor of band i of every state retired as
 	// idle; new states start from them. Each only grows (algo.Set.raise).
 	floors [algo.MaxBands]atomic.Uint64
-	words  int  // state words per key
-	bands  int  // bands per rule
-	gcra   bool // one GCRA band: the Bucket's own retired state
 }
 
 // state is c's state. A limiter's cells all have one shape (see wideCell):
