@@ -29,10 +29,11 @@ func WithCoarseClock() Option { return core.WithCoarseClock() }
 
 // WithMaxKeys bounds a Keyed limiter to n keys (0: no bound), exactly. When
 // it is full, idle keys are removed first; only if none is idle does policy
-// decide. The bound also sizes the map's table for n keys at construction
-// (about 17–34 bytes per key, what a full limiter holds anyway), so that it
-// never grows: a growth copies one shard's table while the requests for new
-// keys of that shard wait (see WithShards).
+// decide. The bound also sizes the map's tables for n keys at construction
+// (64 bytes per 3.75 keys, rounded up to a power of two per shard: what a
+// full limiter holds anyway), so that they never grow: a growth copies one
+// shard's table while the requests for new keys of that shard wait (see
+// WithShards).
 func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, policy) }
 
 // WithSweepInterval sets how long the background sweeper of a Keyed limiter
@@ -42,11 +43,10 @@ func WithSweepInterval(d time.Duration) Option { return core.WithSweepInterval(d
 
 // WithShards sets the number of shards of a Keyed limiter's map (rounded up
 // to a power of two; default 16). A map without a key bound grows by doubling
-// one shard's table at a time, and a request for a new key of that shard
-// waits for the copy: about 0.3 µs per key the shard holds, so at a million
-// keys 16 shards make a wait of milliseconds and 1,024 shards a fraction of
-// one. Each shard costs about 2.5 KiB when empty. WithMaxKeys avoids
-// growth altogether.
+// one shard's table at a time, and the requests for new keys of that shard
+// wait for the copy: more shards make each copy smaller (1 shard: a copy of
+// every key). Each shard holds about 3 KiB when empty. WithMaxKeys avoids
+// growth altogether. README's Benchmarks section has the measured tails.
 func WithShards(n int) Option { return core.WithShards(n) }
 
 // WithHook makes a Keyed limiter report its decisions and evictions to h

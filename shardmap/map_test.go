@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -353,5 +354,29 @@ func TestCountersApart(t *testing.T) {
 	}
 	if unsafe.Offsetof(m.cursor) < unsafe.Offsetof(m.size) {
 		t.Error("cursor moved above size, among the read fields")
+	}
+}
+
+// BenchmarkEmpty reports the heap an empty map holds per shard (each shard
+// is a MapOf with its smallest table):
+//
+//	go test ./shardmap -run='^$' -bench=Empty -benchtime=1x
+func BenchmarkEmpty(b *testing.B) {
+	for _, n := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			const maps = 16
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
+			held := make([]*Map[string, *int], maps)
+			for i := range held {
+				held[i] = New[string, *int](WithShards(n))
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			runtime.KeepAlive(held)
+			b.ReportMetric(float64(ms.HeapAlloc-before)/maps/float64(n), "B/shard")
+		})
 	}
 }
