@@ -113,10 +113,9 @@ func prehashFree[K comparable, V comparable]() bool {
 	return sizeClass(unsafe.Sizeof(hentry{})) == sizeClass(unsafe.Sizeof(entry{}))
 }
 
-// smallSizeClasses are the Go allocator's size classes up to 1 KiB
-// (runtime/sizeclasses.go, unchanged since Go 1.12 but for the 24-byte
-// class added in Go 1.15). Should they change, only the choice of prehashing
-// changes, never what the map does.
+// smallSizeClasses are the Go allocator's size classes up to 1 KiB, as
+// runtime/sizeclasses.go lists them (Go 1.26). Should they change, only the
+// choice of prehashing changes, never what the map does.
 var smallSizeClasses = [...]uintptr{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
 	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024}
 

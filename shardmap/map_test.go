@@ -287,7 +287,8 @@ func TestPrehashChoice(t *testing.T) {
 	if New[uint64, *int]().pre != nil {
 		t.Error("uint64 keys are prehashed: their entries would grow from 16 to 24 bytes")
 	}
-	if New[netip.Prefix, *int]().pre == nil {
+	// On 64-bit platforms; on 32-bit ones the entry grows from 28 to 36 bytes.
+	if unsafe.Sizeof(uintptr(0)) == 8 && New[netip.Prefix, *int]().pre == nil {
 		t.Error("netip.Prefix keys are not prehashed, though their entries stay 48 bytes")
 	}
 }
@@ -296,7 +297,7 @@ func TestPrehashChoice(t *testing.T) {
 func TestPrehashedMap(t *testing.T) {
 	m := New[netip.Prefix, *int](WithShards(4))
 	if m.pre == nil {
-		t.Fatal("not prehashed")
+		t.Skip("netip.Prefix keys are not prehashed on this platform")
 	}
 	key := func(i int) netip.Prefix {
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
