@@ -114,7 +114,7 @@ func prehashFree[K comparable, V comparable]() bool {
 }
 
 // smallSizeClasses are the Go allocator's size classes up to 1 KiB, as
-// runtime/sizeclasses.go lists them (Go 1.26). Should they change, only the
+// internal/runtime/gc/sizeclasses.go lists them (Go 1.26). Should they change, only the
 // choice of prehashing changes, never what the map does.
 var smallSizeClasses = [...]uintptr{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
 	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024}
