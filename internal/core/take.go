@@ -56,7 +56,7 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		// CompareAndSwap, written out here so that nothing is copied twice.
 		if c, ok := k.m.Load(key); ok {
 			var next int64
-			d, next = c.TakeN(&c.rule().g, now, n)
+			d, next = c.TakeN(&k.ruleOf(c).g, now, n)
 			// A retired bucket denies everything: only a denial needs the check.
 			if d.Allowed || !k.cells.IsRetired(c) {
 				return d, Receipt(next), nil
