@@ -56,6 +56,14 @@ func benchUnary(b *testing.B, icpt grpc.UnaryServerInterceptor, wantErr bool, ad
 func BenchmarkUnary(b *testing.B) {
 	const peer = "203.0.113.9:4711"
 	b.Run("chain=bare", func(b *testing.B) { benchUnary(b, bare, false, peer) })
+	// The limiter's share: its Take alone, called by the bare chain.
+	b.Run("chain=bare/take=only", func(b *testing.B) {
+		lim, key := allowAll[netip.Prefix](b), mustPrefix("203.0.113.9/32")
+		benchUnary(b, func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			lim.Take(ctx, key, 1)
+			return handler(ctx, req)
+		}, false, peer)
+	})
 	for _, tc := range []struct {
 		name string
 		md   MetadataSet
