@@ -280,8 +280,8 @@ func (m *Interceptor[K]) call(ctx context.Context, method string, ss grpc.Server
 	if mt, ok := m.methods[method]; ok {
 		s, n = mt.s, mt.cost
 	}
-	if s == nil && m.msgs == nil {
-		return key, false, nil // no policy for this call
+	if s == nil && (ss == nil || m.msgs == nil) {
+		return key, false, nil // no policy for this call, nor for its messages
 	}
 	key, err = m.key(ctx, method)
 	if err != nil {

@@ -291,8 +291,13 @@ func TestOutage(t *testing.T) {
 }
 
 // Methods add a policy to Policies for one method; a method of its own
-// only (no Policies) leaves the others unlimited.
+// only (no Policies) leaves the others unlimited. With only Messages, a
+// unary call is not even keyed (a missing key is no error).
 func TestMethodPolicies(t *testing.T) {
+	mo := mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Messages: []Policy[string]{{Limiter: newKeyed[string](t, nil, gcra.Every(time.Hour), 1)}}})
+	if ctx, _ := callCtx("192.0.2.1:1"); unary(mo, ctx, echo.Say) != nil {
+		t.Error("a unary call was keyed for a Messages-only interceptor")
+	}
 	c := newFakeClock()
 	login := newKeyed[netip.Prefix](t, c, gcra.Every(time.Minute), 1)
 	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Methods: map[string]Policy[netip.Prefix]{"/auth.Auth/Login": {Name: "login", Limiter: login}}})
