@@ -93,7 +93,7 @@ var (
 )
 
 // call runs s on keys with args and returns its reply. It is the one way
-// this package reaches Redis: every script (decide, refund, and each
+// this package reaches Redis: every script (decide, refund, reset, and each
 // algorithm's) goes through it, so that each gets the same WithTimeout
 // and the same classification of its error. ctx is the
 // caller's.

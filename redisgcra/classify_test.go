@@ -110,6 +110,9 @@ func TestClassification(t *testing.T) {
 		_, err = l.Refund(ctx, "k", 1, 1234)
 		assert.Equal(t, outage, errors.Is(err, redisgcra.ErrUnavailable))
 		assert.Equal(t, !outage, errors.Is(err, redisgcra.ErrRejected))
+		err = l.Reset(ctx, "k")
+		assert.Equal(t, outage, errors.Is(err, redisgcra.ErrUnavailable))
+		assert.Equal(t, !outage, errors.Is(err, redisgcra.ErrRejected))
 	}
 	for _, err := range outages {
 		t.Run("outage="+err.Error(), func(t *testing.T) { check(t, err, true) })

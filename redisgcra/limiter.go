@@ -188,6 +188,9 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 	if cfg.cacheSet && !l.static {
 		l.cache = newOverLimitCache(cfg.cacheSize)
 	}
+	if err := l.applyRobust(&cfg.robust); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
