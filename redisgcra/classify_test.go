@@ -191,8 +191,9 @@ func TestReadOnlyReplica(t *testing.T) {
 	for _, pname := range policyNames {
 		t.Run("policy="+pname, func(t *testing.T) {
 			p := newPolicy(t, pname)
+			h := newRecHook()
 			l, err := redisgcra.New(rc, gcra.Every(time.Hour), 1, redisgcra.WithKeyPrefix(uniq(t)),
-				redisgcra.WithOutage(p.outage))
+				redisgcra.WithOutage(p.outage), redisgcra.WithHook("p", h))
 			require.NoError(t, err)
 			for range 2 {
 				r := l.Decide(ctx, "k", 1)
@@ -200,6 +201,7 @@ func TestReadOnlyReplica(t *testing.T) {
 				assert.True(t, redis.IsReadOnlyError(r.Err), "the READONLY reply is wrapped: %v", r.Err)
 				assert.Equal(t, p.name == "fallback", r.Allowed)
 			}
+			assert.Equal(t, 2, h.count(rejectedSource(p), "error"))
 			r := l.Peek(ctx, "k", 1)
 			assert.Equal(t, redisgcra.SourceRedis, r.Source, "a peek writes nothing: the replica answers")
 			assert.NoError(t, r.Err)

@@ -67,6 +67,7 @@ func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64,
 	}
 	ok, err := l.evalRefund(ctx, l.Key(key), n, receipt, nowMicros)
 	if err != nil {
+		l.observeErr(err)
 		return false, err
 	}
 	if ok && l.cache != nil {

@@ -104,8 +104,9 @@ func TestCorruptStateRepaired(t *testing.T) {
 			for _, pname := range policyNames {
 				t.Run("value="+cv.name+"/op="+op.name+"/policy="+pname, func(t *testing.T) {
 					p := newPolicy(t, pname)
+					h := newRecHook()
 					l, err := redisgcra.New(c, gcra.Every(time.Minute), burst, redisgcra.WithKeyPrefix(uniq(t)),
-						redisgcra.WithOutage(p.outage))
+						redisgcra.WithOutage(p.outage), redisgcra.WithHook("p", h))
 					require.NoError(t, err)
 					T := int64(l.Params().Interval() / time.Microsecond)
 					span := burst * T
@@ -129,6 +130,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 					require.NoError(t, err)
 					assert.Greater(t, pttl, time.Duration(span)*time.Microsecond-time.Minute/2, "expires as every state")
 					assert.LessOrEqual(t, pttl, time.Duration(span)*time.Microsecond+2*time.Millisecond)
+					assert.Equal(t, 1, h.count(redisgcra.SourceRedis, "error"), "reported")
 
 					// Repaired once: the next call finds a valid state, decides
 					// it as gcra does, and reports nothing.
@@ -140,6 +142,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 					// B·T later the whole burst.
 					assert.True(t, l.DecideAt(ctx, "k", 1, true, now+T).Allowed)
 					assert.True(t, l.DecideAt(ctx, "k", burst, true, now+2*span).Allowed)
+					assert.Equal(t, 1, h.count(redisgcra.SourceRedis, "error"))
 					if p.local != nil {
 						assert.Equal(t, 2, p.local.Peek("k", 0).Remaining, "the fallback is not involved")
 					}

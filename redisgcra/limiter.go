@@ -46,6 +46,9 @@ type Limiter struct {
 	timeout time.Duration // 0: none beyond the context's and the client's
 	outage  Outage
 	cache   *overLimitCache // nil unless WithOverLimitCache
+	// hook, if not nil, is told of every decision (WithHook).
+	hook       Hook
+	hookPolicy string
 
 	// epoch is the over-limit cache's time base: local times are
 	// time.Since(epoch) in ns, which reads only the monotonic clock.
@@ -218,7 +221,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // AllowN reports whether n events for key may happen now, and consumes n
 // tokens if so. It is Decide(ctx, key, n).Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
-	if l.cache == nil {
+	if l.cache == nil || l.hook != nil {
 		r, _ := l.decide(ctx, key, n, opTake, -1)
 		return r.Allowed
 	}
@@ -260,8 +263,17 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
 
 // decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
 // the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
-// replaces Redis TIME (tests only).
+// replaces Redis TIME (tests only). It reports the Result to the hook.
 func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
+	r, stored := l.decideUnobserved(ctx, key, n, o, nowMicros)
+	if l.hook != nil {
+		l.observe(r, n, o != opPeek)
+	}
+	return r, stored
+}
+
+// decideUnobserved is decide without the hook.
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
 		return Result{Decision: d, Source: SourceStatic}, 0

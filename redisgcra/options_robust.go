@@ -6,11 +6,13 @@ import (
 	"time"
 )
 
-// The options for failures and for observing them:
+// The options for failures and for observing them: WithHook and
 // WithOverLimitCacheMaxAge.
 
 // robustConfig is the part of config these options set.
 type robustConfig struct {
+	hook           Hook
+	hookPolicy     string
 	cacheMaxAge    time.Duration
 	cacheMaxAgeSet bool
 }
@@ -24,6 +26,13 @@ var (
 	// ErrInvalidCacheMaxAge: WithOverLimitCacheMaxAge with d ≤ 0.
 	ErrInvalidCacheMaxAge = errors.New("redisgcra: invalid over-limit cache max age")
 )
+
+// WithHook makes the Limiter report its decisions and errors to h, under
+// the name policy (see Hook). Without it, a decision pays one predictable
+// branch.
+func WithHook(policy string, h Hook) Option {
+	return optionFunc(func(c *config) { c.robust.hook, c.robust.hookPolicy = h, policy })
+}
 
 // WithOverLimitCacheMaxAge bounds how long an over-limit cache entry
 // (WithOverLimitCache) answers: d after the Redis denial that last
@@ -50,5 +59,6 @@ func (l *Limiter) applyRobust(rc *robustConfig) error {
 	if l.cache != nil {
 		l.cache.maxAge = int64(maxAge)
 	}
+	l.hook, l.hookPolicy = rc.hook, rc.hookPolicy
 	return nil
 }

@@ -33,6 +33,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	}
 	_, err := l.call(ctx, &resetScript, []string{l.Key(key)})
 	if err != nil {
+		l.observeErr(err)
 		return err
 	}
 	if l.cache != nil {
