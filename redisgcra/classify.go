@@ -14,7 +14,7 @@ import (
 // error):
 //
 //   - an outage (ErrUnavailable): Redis did not answer, or answered that it
-//     cannot serve now. The Outage policy decides.
+//     cannot serve now. The Outage policy decides, and the breaker counts it.
 //   - a rejection (ErrRejected): Redis answered with an error that is not an
 //     outage (READONLY, NOPERM, …). No Outage policy applies: FallbackTo's
 //     limiter decides, or the call is denied; FailOpen never admits.
@@ -36,7 +36,8 @@ var (
 	// The decision is FallbackTo's local limiter, under that policy, and
 	// otherwise a denial as FailClosed's (FailOpen does not apply: a
 	// misconfiguration must not unlimit every key). Nothing is written, so
-	// once the cause is fixed every key decides as before.
+	// once the cause is fixed every key decides as before; the breaker does
+	// not count rejections (Redis answered).
 	ErrRejected = errors.New("redisgcra: redis rejected the call")
 
 	// ErrCorrupt is wrapped by Result.Err when the key held a value that is
@@ -54,7 +55,15 @@ var (
 	// as any key does, and is full after B·T. Peek and Check repair too.
 	// The error names the key and the value it held.
 	ErrCorrupt = errors.New("redisgcra: corrupt state")
+
+	// ErrCircuitOpen is wrapped, with ErrUnavailable, by the error of a call
+	// that the breaker (WithBreaker) kept from Redis after repeated outages.
+	ErrCircuitOpen = errors.New("redisgcra: circuit open")
 )
+
+// errCircuitOpen is the error of every call the breaker skips: made once,
+// so that skipping allocates nothing for it.
+var errCircuitOpen = fmt.Errorf("%w: %w", ErrUnavailable, ErrCircuitOpen)
 
 // outagePrefixes are the error replies that mean "cannot serve now": the
 // server is loading its data set, running a slow script (BUSY), failing
@@ -94,8 +103,8 @@ var (
 
 // call runs s on keys with args and returns its reply. It is the one way
 // this package reaches Redis: every script (decide, refund, reset, and each
-// algorithm's) goes through it, so that each gets the same WithTimeout
-// and the same classification of its error. ctx is the
+// algorithm's) goes through it, so that each gets the same WithTimeout, the
+// same breaker and the same classification of its error. ctx is the
 // caller's.
 //
 // First EVALSHA, then EVAL once if the server does not have the script
@@ -104,12 +113,23 @@ var (
 //
 //   - the caller's: ctx ended, before the call (no call is made) or during
 //     it; it wraps ctx.Err() and neither sentinel below;
-//   - an outage: it wraps ErrUnavailable and the cause
-//     (context.DeadlineExceeded for WithTimeout);
+//   - an outage: it wraps ErrUnavailable and the cause (ErrCircuitOpen when
+//     the breaker skipped Redis; context.DeadlineExceeded for WithTimeout);
 //   - a rejection: it wraps ErrRejected and the error reply.
+//
+// The breaker sees every outcome but the caller's: an outage counts
+// towards opening it, any answer from Redis (a reply or a rejection)
+// closes it.
 func (l *Limiter) call(ctx context.Context, s *script, keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, callerErr(err, nil) // no round trip for a caller that left
+	}
+	var probe bool
+	if l.breaker != nil {
+		var ok bool
+		if probe, ok = l.breaker.allow(l); !ok {
+			return nil, errCircuitOpen
+		}
 	}
 	callCtx := ctx // ctx stays the caller's: callerDone tells its end from ours
 	if l.timeout > 0 {
@@ -123,16 +143,28 @@ func (l *Limiter) call(ctx context.Context, s *script, keys []string, args ...an
 	}
 	err := cmd.Err()
 	if err == nil {
+		if l.breaker != nil {
+			l.breaker.answered(probe)
+		}
 		return cmd.Val(), nil
 	}
 	// First the caller's end, then ours: a call cut short by the caller's
 	// context is not an outage, whatever Redis reported.
 	if cerr := callerDone(ctx); cerr != nil {
+		if probe {
+			l.breaker.abandon() // no verdict: the next call probes again
+		}
 		return nil, callerErr(cerr, err)
 	}
 	err = deadlineErr(callCtx, err)
 	if isOutage(err) {
+		if l.breaker != nil {
+			l.breaker.failed(l, probe)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if l.breaker != nil {
+		l.breaker.answered(probe)
 	}
 	return nil, fmt.Errorf("%w: %w", ErrRejected, err)
 }

@@ -193,12 +193,13 @@ func TestReadOnlyReplica(t *testing.T) {
 			p := newPolicy(t, pname)
 			h := newRecHook()
 			l, err := redisgcra.New(rc, gcra.Every(time.Hour), 1, redisgcra.WithKeyPrefix(uniq(t)),
-				redisgcra.WithOutage(p.outage), redisgcra.WithHook("p", h))
+				redisgcra.WithOutage(p.outage), redisgcra.WithBreaker(1, time.Hour), redisgcra.WithHook("p", h))
 			require.NoError(t, err)
 			for range 2 {
 				r := l.Decide(ctx, "k", 1)
 				require.ErrorIs(t, r.Err, redisgcra.ErrRejected)
 				assert.True(t, redis.IsReadOnlyError(r.Err), "the READONLY reply is wrapped: %v", r.Err)
+				assert.NotErrorIs(t, r.Err, redisgcra.ErrCircuitOpen, "a rejection does not open the breaker")
 				assert.Equal(t, p.name == "fallback", r.Allowed)
 			}
 			assert.Equal(t, 2, h.count(rejectedSource(p), "error"))
@@ -249,7 +250,7 @@ func TestACL(t *testing.T) {
 				c := s.client(t, func(o *redis.Options) { o.Username, o.Password = u.name, "pw" })
 				p := newPolicy(t, pname)
 				l, err := redisgcra.New(c, gcra.Every(time.Hour), 1, redisgcra.WithKeyPrefix(uniq(t)),
-					redisgcra.WithOutage(p.outage))
+					redisgcra.WithOutage(p.outage), redisgcra.WithBreaker(1, time.Hour))
 				require.NoError(t, err)
 				for range 2 {
 					r := l.Decide(ctx, "k", 1)

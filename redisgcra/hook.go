@@ -26,8 +26,8 @@ type Hook interface {
 	// wait after which it would be admitted (gcra.Never if never).
 	Denied(policy string, source Source, n int, retryAfter time.Duration)
 	// Error reports a call's error, with the Source of its decision:
-	// errors.Is tells an outage (ErrUnavailable) from a rejection
-	// (ErrRejected), a repaired
+	// errors.Is tells an outage (ErrUnavailable; ErrCircuitOpen when the
+	// breaker skipped Redis) from a rejection (ErrRejected), a repaired
 	// corrupt state (ErrCorrupt, SourceRedis) and a caller who gave up
 	// (SourceCaller, the caller's ctx.Err()).
 	Error(policy string, source Source, err error)

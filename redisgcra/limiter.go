@@ -46,6 +46,7 @@ type Limiter struct {
 	timeout time.Duration // 0: none beyond the context's and the client's
 	outage  Outage
 	cache   *overLimitCache // nil unless WithOverLimitCache
+	breaker *breaker        // nil unless WithBreaker
 	// hook, if not nil, is told of every decision (WithHook).
 	hook       Hook
 	hookPolicy string

@@ -6,15 +6,18 @@ import (
 	"time"
 )
 
-// The options for failures and for observing them: WithHook and
-// WithOverLimitCacheMaxAge.
+// The options for failures and for observing them: WithBreaker, WithHook
+// and WithOverLimitCacheMaxAge.
 
 // robustConfig is the part of config these options set.
 type robustConfig struct {
-	hook           Hook
-	hookPolicy     string
-	cacheMaxAge    time.Duration
-	cacheMaxAgeSet bool
+	breakerFailures int
+	breakerWindow   time.Duration
+	breakerSet      bool
+	hook            Hook
+	hookPolicy      string
+	cacheMaxAge     time.Duration
+	cacheMaxAgeSet  bool
 }
 
 // DefaultCacheMaxAge is how long an over-limit cache entry answers after
@@ -23,9 +26,31 @@ type robustConfig struct {
 const DefaultCacheMaxAge = time.Second
 
 var (
+	// ErrInvalidBreaker: WithBreaker with failures < 1 or a window ≤ 0.
+	ErrInvalidBreaker = errors.New("redisgcra: invalid breaker")
 	// ErrInvalidCacheMaxAge: WithOverLimitCacheMaxAge with d ≤ 0.
 	ErrInvalidCacheMaxAge = errors.New("redisgcra: invalid over-limit cache max age")
 )
+
+// WithBreaker adds a circuit breaker: after failures outages in a row (in
+// the order the calls end, with no answer from Redis between them), the
+// Limiter stops calling Redis for window. Meanwhile every call fails at
+// once with an error wrapping ErrUnavailable and ErrCircuitOpen, and the
+// Outage policy decides, as for any outage. The first call after the
+// window probes Redis (the only call that does): an answer closes the
+// breaker, another outage opens it for another window. Rejections
+// (ErrRejected) and corrupt states are answers: they never open it.
+//
+// Without a breaker, every call during an outage waits for its own
+// failure: against a host that does not answer, the whole WithTimeout. The
+// breaker covers every call of the Limiter (all keys, Refund and Reset
+// too); a Redis Cluster with one node down opens it for the keys of the
+// others as well.
+func WithBreaker(failures int, window time.Duration) Option {
+	return optionFunc(func(c *config) {
+		c.robust.breakerFailures, c.robust.breakerWindow, c.robust.breakerSet = failures, window, true
+	})
+}
 
 // WithHook makes the Limiter report its decisions and errors to h, under
 // the name policy (see Hook). Without it, a decision pays one predictable
@@ -49,6 +74,14 @@ func WithOverLimitCacheMaxAge(d time.Duration) Option {
 
 // applyRobust validates rc and applies it to l, after the rest of New.
 func (l *Limiter) applyRobust(rc *robustConfig) error {
+	if rc.breakerSet {
+		if rc.breakerFailures < 1 || rc.breakerWindow <= 0 {
+			return fmt.Errorf("%w: %d failures, window %v", ErrInvalidBreaker, rc.breakerFailures, rc.breakerWindow)
+		}
+		if !l.static { // the static limits make no call
+			l.breaker = &breaker{threshold: int64(rc.breakerFailures), window: int64(rc.breakerWindow)}
+		}
+	}
 	maxAge := DefaultCacheMaxAge
 	if rc.cacheMaxAgeSet {
 		if rc.cacheMaxAge <= 0 {
