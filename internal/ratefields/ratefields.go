@@ -299,7 +299,7 @@ func (c *Cache) Init(name, unit string) { c.name, c.unit = name, unit }
 // several tiers alternate, and each quota's fields are built once, not
 // rebuilt whenever the quota differs from the last request's.
 func (c *Cache) For(q core.Quota) *Fields {
-	if f := c.f.Load(); f != nil && f.Quota == q {
+	if f := c.f.Load(); f != nil && f.describes(q) {
 		return f
 	}
 	f := c.keptFor(q)
@@ -310,11 +310,18 @@ func (c *Cache) For(q core.Quota) *Fields {
 	return f
 }
 
+// describes reports whether f are the fields of q: the fields depend on a
+// quota's Limit and Window only, two integer comparisons (the whole Quota
+// would compare its two strings as well, on every request).
+func (f *Fields) describes(q core.Quota) bool {
+	return f.Quota.Limit == q.Limit && f.Quota.Window == q.Window
+}
+
 // keptFor returns the fields kept for q, or nil. Lock-free: first load n,
 // then the slots below it, which were set before n was raised.
 func (c *Cache) keptFor(q core.Quota) *Fields {
 	for i := range c.n.Load() {
-		if f := c.kept[i].Load(); f.Quota == q {
+		if f := c.kept[i].Load(); f.describes(q) {
 			return f
 		}
 	}
