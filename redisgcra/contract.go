@@ -61,7 +61,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int, r atomiclimit.R
 
 // refund is Refund; nowMicros ≥ 0 replaces Redis TIME (tests only).
 func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64, nowMicros int64) (bool, error) {
-	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.params.Burst()) {
+	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}
 	if err := ctx.Err(); err != nil {
@@ -73,7 +73,7 @@ func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64,
 		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	ok, err := l.evalRefund(callCtx, l.Key(key), n, receipt, nowMicros)
+	ok, err := l.remote.refund(callCtx, l, l.Key(key), n, receipt, nowMicros)
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			return false, callerErr(cerr, err)

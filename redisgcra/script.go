@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // decideLua is the whole decision, run atomically by Redis. It is gcra's
@@ -96,26 +93,22 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 	} else {
 		args = []any{l.argT, l.argSpan, n, opArgs[o]}
 	}
-	cmd := l.client.EvalSha(ctx, decideSHA, keys, args...)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// First call on this server, or its script cache was flushed (a
-		// restart, SCRIPT FLUSH, a failover): EVAL runs and caches the script.
-		cmd = l.client.Eval(ctx, decideLua, keys, args...)
+	reply, err := l.call(ctx, &decideScript, keys, args...)
+	if err != nil {
+		return 0, false, 0, err
 	}
 	var v int64
 	if o == opReceipt {
-		var pair []int64
-		if pair, err = cmd.Int64Slice(); err == nil && len(pair) != 2 {
-			err = fmt.Errorf("redisgcra: decide script replied %d values, want 2", len(pair))
+		var pair [2]int64
+		if !ints(reply, pair[:]) {
+			return 0, false, 0, badReply(&decideScript, reply)
 		}
-		if err == nil {
-			v, stored = pair[0], uint64(max(pair[1], 0))
-		}
+		v, stored = pair[0], uint64(max(pair[1], 0))
 	} else {
-		v, err = cmd.Int64()
-	}
-	if err != nil {
-		return 0, false, 0, err
+		var ok bool
+		if v, ok = reply.(int64); !ok {
+			return 0, false, 0, badReply(&decideScript, reply)
+		}
 	}
 	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, stored, nil
 }
@@ -178,10 +171,13 @@ func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, receipt ui
 	} else {
 		args = []any{l.argT, n, strconv.FormatUint(receipt, 10)}
 	}
-	v, err := l.client.EvalSha(ctx, refundSHA, keys, args...).Int64()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// As in eval: the server does not have the script (yet, or any more).
-		v, err = l.client.Eval(ctx, refundLua, keys, args...).Int64()
+	reply, err := l.call(ctx, &refundScript, keys, args...)
+	if err != nil {
+		return false, err
 	}
-	return v == 1, err
+	v, ok := reply.(int64)
+	if !ok {
+		return false, badReply(&refundScript, reply)
+	}
+	return v == 1, nil
 }
