@@ -348,18 +348,19 @@ func TestVectorsRulesRedis(t *testing.T) {
 }
 
 // runRuleVector runs v through the in-process reference and through Redis
-// (via c, on keys under prefix + a unique prefix) and fails on the first
-// difference.
-func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix string) {
+// (via c, with opts, on the key v.name under prefix and a unique prefix)
+// and fails on the first difference.
+func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix string, opts ...redisgcra.Option) {
 	t.Helper()
 	ctx := context.Background()
 	clk, k := reference(t, v)
-	l, err := redisgcra.NewRule(c, v.rule, redisgcra.WithKeyPrefix(prefix+uniq(t)+v.name+":"))
+	l, err := redisgcra.NewRule(c, v.rule, append(opts, redisgcra.WithKeyPrefix(prefix+uniq(t)))...)
 	require.NoError(t, err, v.name)
 	if v.ref == nil {
 		require.Equal(t, k.Quota("k"), l.Quota("k"), "%s: Quota", v.name)
 	}
 	require.Equal(t, k.Quota("k").Refunds(), l.Quota("k").Refunds(), "%s: Refunds", v.name)
+	key := v.name
 	refReceipts := make([]atomiclimit.Receipt, len(v.steps))
 	receipts := make([]atomiclimit.Receipt, len(v.steps))
 	for i, s := range v.steps {
@@ -369,20 +370,20 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 		var want, got gcra.Decision
 		switch s.op {
 		case opTake:
-			want, refReceipts[i], _ = k.Take(ctx, "k", s.n)
+			want, refReceipts[i], _ = k.Take(ctx, key, s.n)
 			var r redisgcra.Result
-			r, receipts[i] = l.TakeAt(ctx, "k", s.n, now)
+			r, receipts[i] = l.TakeAt(ctx, key, s.n, now)
 			require.Equal(t, redisgcra.SourceRedis, r.Source, "%s: %v", where, r.Err)
 			got = r.Decision
 			require.Equal(t, refReceipts[i] != 0, receipts[i] != 0, "%s: receipt %d, in process %d", where, receipts[i], refReceipts[i])
 		case opCheck:
-			want, _ = k.Check(ctx, "k", s.n)
-			r := l.DecideAt(ctx, "k", s.n, false, now)
+			want, _ = k.Check(ctx, key, s.n)
+			r := l.DecideAt(ctx, key, s.n, false, now)
 			require.Equal(t, redisgcra.SourceRedis, r.Source, "%s: %v", where, r.Err)
 			got = r.Decision
 		case opRefund:
-			want.Allowed, _ = k.Refund(ctx, "k", s.n, refReceipts[s.ref])
-			got.Allowed, err = l.RefundAt(ctx, "k", s.n, receipts[s.ref], now)
+			want.Allowed, _ = k.Refund(ctx, key, s.n, refReceipts[s.ref])
+			got.Allowed, err = l.RefundAt(ctx, key, s.n, receipts[s.ref], now)
 			require.NoError(t, err, where)
 		}
 		require.Equal(t, want, got, "%s: redis vs in-process", where)
@@ -390,18 +391,18 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 			require.Equal(t, *s.want, got, "%s: hand-written", where)
 		}
 		if s.op == opTake && got.Allowed && s.n > 0 {
-			checkExpiry(t, c, l.Key("k"), got.ResetAfter, where)
+			checkExpiry(t, c, l.Key(key), got.ResetAfter, where)
 			// The expiry is exact: at now + ResetAfter the key decides as
 			// an absent one, and 1µs before it does not.
 			clk.t = time.UnixMicro(now).Add(got.ResetAfter)
 			fresh := fmt.Sprint("fresh", i)
 			for _, n := range []int{0, 1, l.Quota("k").Limit} {
-				a, _ := k.Check(ctx, "k", n)
+				a, _ := k.Check(ctx, key, n)
 				b, _ := k.Check(ctx, fresh, n)
 				require.Equal(t, b, a, "%s: not idle after ResetAfter (n %d)", where, n)
 			}
 			clk.t = clk.t.Add(-time.Microsecond)
-			a, _ := k.Check(ctx, "k", 0)
+			a, _ := k.Check(ctx, key, 0)
 			b, _ := k.Check(ctx, fresh, 0)
 			require.NotEqual(t, b, a, "%s: idle before ResetAfter", where)
 		}
