@@ -163,6 +163,12 @@ func TestRuleState(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, val, val2)
 	}
+	g, err := redisgcra.NewRule(c, atomiclimit.GCRA(atomiclimit.Every(time.Hour), 2), redisgcra.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+	require.True(t, g.Allow(ctx, "k"))
+	mem, err := c.MemoryUsage(ctx, g.Key("k")).Result()
+	require.NoError(t, err)
+	t.Logf("%v: a decimal TAT, MEMORY USAGE %d", g, mem)
 }
 
 // TestRuleLayout reads the words a log and a fixed window store: the
