@@ -126,24 +126,32 @@
 //     k·period (an in-process counter has them where its limiter starts:
 //     the two agree when that is on such a boundary).
 //   - SlidingLog: exact; N expiries per key.
+//   - Rolling: its slices are on the UTC boundaries k·slice, as the
+//     counter's windows.
 //   - Bands of these: all or nothing, in one call and one Redis key.
 //
-// AnchoredWindow and Rolling are not decided in Redis yet (ErrUnsupported).
+// AnchoredWindow is not decided in Redis (ErrUnsupported): in process,
+// each window's end is kept to a resolution of up to 2^(bits.Len(n)−2) ns
+// counted from the limiter's epoch, so two in-process limiters of the same
+// rule already differ by that much, and no one decision is "the same" in
+// a fleet.
 //
-// A key's state is one Redis string of 8-byte words, big-endian, the
-// bands' words one after another (rule_script.go draws the layout): GCRA
-// 1 word (its TAT), the fixed window 2 (window index, count), the counter
-// 3 (window index, the previous and the current count), the log 1 + N
-// (its head, then the expiry of each of its last N admissions): 8·(N + 1)
-// bytes for the log, as in process. Redis adds its own per key (MEMORY
-// USAGE, Redis 7.0, a key name of about 20 bytes: 104 bytes for a window
-// or a log of 2, 968 for a log of 100). An absent key reads as zeros, each algorithm's fresh state.
-// Only an admission writes (every band's new words, and the expiry); a
-// denial, a peek and an n no state admits write nothing. The key expires
-// ⌈I/1 ms⌉ + 1 ms after the admission, I being the Decision's ResetAfter:
-// the time until the state decides as an absent key does, so expiry
-// changes no decision. A value of another length, or of another type, is
-// not a state of the rule: the call fails with Redis's error, writes
+// A key's state is one Redis string of 8-byte words, big-endian, the bands'
+// words one after another (rule_script.go draws the layout): GCRA 1 word (its
+// TAT), the fixed window 2 (window index, count), the counter 3 (window index,
+// the previous and the current count), the log 1 + N (its head, then the expiry
+// of each of its last N admissions): 8·(N + 1) bytes for the log, as in
+// process; the rolling window 2 + 2K (its head's slice and count, then each of
+// its K slots' slice and count: twice the in-process words, whose index and
+// count share one word). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
+// key name of about 20 bytes: 104 bytes for a window or a log of 2, 968 for a
+// log of 100, 520 for a rolling day by the hour). An absent key reads as zeros,
+// each algorithm's fresh state. Only an admission writes (every band's new
+// words, and the expiry); a denial, a peek and an n no state admits write
+// nothing. The key expires ⌈I/1 ms⌉ + 1 ms after the admission, I being the
+// Decision's ResetAfter: the time until the state decides as an absent key
+// does, so expiry changes no decision. A value of another length, or of another
+// type, is not a state of the rule: the call fails with Redis's error, writes
 // nothing, and the Outage policy decides.
 //
 // Bands are decided as in process (algo's Set: check every band, then
@@ -153,31 +161,31 @@
 // with or without WithHashTag (which still puts a user's limiters of
 // several prefixes in one slot).
 //
-// The script decides Allowed and writes; it replies the state it read, and
-// the Limiter rebuilds the Decision from it with the in-process code:
-// gcra.Params and the window package's FixedParams and CounterParams (the
-// very functions in-process limiters run), on a time base of the band's
-// own whose window 0 is now's; for the log, whose in-process Decision reads
-// the whole ring, LogRing's formulas on the four values they need (the
-// expired count, the oldest, second and latest expiries). The two sides'
-// Allowed are compared on every call (a mismatch is counted; the tests
-// assert none). The shared vectors (vectors_rules_test.go: hand-written
-// timelines and random ones, with stale and backward times, refunds, n out
-// of range) run every rule through an in-process limiter and a real
-// redis-server, and a 3-master Redis Cluster, and fail on any difference.
+// The script decides Allowed and writes; it replies the state it read, and the
+// Limiter rebuilds the Decision from it with the in-process code: gcra.Params
+// and the window package's FixedParams, CounterParams and RollingParams (the
+// very functions in-process limiters run), on a time base of the band's own
+// whose window 0 is now's (K slices before it for the rolling window, whose
+// words are rebuilt there); for the log, whose in-process Decision reads the
+// whole ring, LogRing's formulas on the four values they need (the expired
+// count, the oldest, second and latest expiries). The two sides' Allowed are
+// compared on every call (a mismatch is counted; the tests assert none). The
+// shared vectors (vectors_rules_test.go: hand-written timelines and random
+// ones, with stale and backward times, refunds, n out of range) run every rule
+// through an in-process limiter and a real redis-server, and a 3-master Redis
+// Cluster, and fail on any difference.
 //
-// Take returns a receipt for a rule of one fixed or counter band: the
-// window the admission was counted in (+1). Refund then gives n back
-// exactly as in process (from that window's count while the state counts
-// it, from the counter's previous count once it has moved on, and nothing
-// once the window has left or counts less than n), in one call that reads
-// no clock. The log's
-// and bands' receipts are 0 and their Refund makes no call, as in process
-// (Quota().Refunds()). Quota is the in-process Quota (T rounded up for a
-// GCRA band, as New's). The Outage policies apply as to New's limiters,
-// with the rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits
-// (1 for the log); FailClosed's RetryAfter hint is Window/Limit of Quota,
-// at most a second. WithOverLimitCache is GCRA's only (ErrUnsupported).
+// Take returns a receipt for a rule of one fixed, counter or rolling band: the
+// window or slice the admission was counted in (+1). Refund then gives n back
+// exactly as in process (from that window's count while the state counts it,
+// from the counter's previous count once it has moved on, and nothing once the
+// window has left or counts less than n), in one call that reads no clock. The
+// log's and bands' receipts are 0 and their Refund makes no call, as in process
+// (Quota().Refunds()). Quota is the in-process Quota (T rounded up for a GCRA
+// band, as New's). The Outage policies apply as to New's limiters, with the
+// rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
+// log); FailClosed's RetryAfter hint is Window/Limit of Quota, at most a
+// second. WithOverLimitCache is GCRA's only (ErrUnsupported).
 //
 // # Microseconds, and why they never make Redis more permissive
 //
@@ -187,10 +195,11 @@
 //     whole µs; the decisions are the in-process ones at those instants,
 //     and every bound the in-process algorithms prove on the times their
 //     decisions are made at (N per window, 2N − 1 in a rolling window for
-//     the counter, N in every rolling window for the log, B + d/T for
-//     GCRA) holds on TIME's readings.
-//   - The parameters. A window, a log's window and a UTC offset must be
-//     whole µs (ErrResolution): they are not rounded, so the limits are
+//     the counter, N in every rolling window for the log, Q in every K
+//     consecutive slices for the rolling window, B + d/T for GCRA) holds
+//     on TIME's readings.
+//   - The parameters. A window, a slice and a UTC offset must be whole µs
+//     (ErrResolution): they are not rounded, so the limits are
 //     exactly the user's. A GCRA band's interval, which the rate only
 //     implies, is rounded up as New rounds it: B + d/T_redis ≤ B + d/T.
 //   - The arithmetic. Every value the script handles is an integer below

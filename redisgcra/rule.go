@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -22,12 +23,14 @@ var (
 	// ErrUnsupported: a rule that NewRule does not decide in Redis.
 	// FixedWindow: its windows start when one limiter is created, an
 	// instant the processes of a fleet do not share; FixedWindowUTC places
-	// them on UTC boundaries that every process agrees on. AnchoredWindow
-	// and Rolling are not decided in Redis yet. Also WithOverLimitCache
-	// with a rule other than GCRA: the cache bounds a TAT.
+	// them on UTC boundaries that every process agrees on. AnchoredWindow:
+	// its in-process state keeps each window's end to a resolution that
+	// depends on the limiter's epoch, so no one decision is "the same" in a
+	// fleet; it is not decided in Redis yet. Also WithOverLimitCache with a
+	// rule other than GCRA: the cache bounds a TAT.
 	ErrUnsupported = errors.New("redisgcra: not decided in redis")
-	// ErrResolution: a window or a UTC offset that is not a whole number
-	// of microseconds, the resolution of Redis TIME and of the stored
+	// ErrResolution: a window, a slice or a UTC offset that is not a whole
+	// number of microseconds, the resolution of Redis TIME and of the stored
 	// state. It is rejected rather than rounded to another limit. (GCRA's
 	// interval, which the rate only implies, is rounded up instead: see the
 	// package doc.)
@@ -46,15 +49,18 @@ var (
 //     k·period, which every process agrees on; an in-process counter whose
 //     limiter starts on such a boundary decides the same.
 //   - SlidingLog: exact, N expiries per key (8·(N + 1) bytes of state).
+//   - Rolling: its slices start at 1970-01-01T00:00:00Z + k·slice, as the
+//     counter's windows do.
 //   - Bands of these, decided at once in one call on one Redis key: all
 //     or nothing, in one Cluster slot whatever the key.
 //
-// Take returns a receipt for a rule of one fixed or sliding counter band
-// (the window the admission was counted in), and Refund gives it back as
-// in process; the log's and bands' receipts are 0, as in process
+// Take returns a receipt for a rule of one fixed, sliding counter or rolling
+// band (the window or slice the admission was counted in), and Refund gives it
+// back as in process; the log's and bands' receipts are 0, as in process
 // (Quota().Refunds()). Quota is the in-process Quota. WithOverLimitCache
-// applies to GCRA only (ErrUnsupported). A window or offset must be a
-// whole number of µs (ErrResolution).
+// applies to GCRA only (ErrUnsupported). A window, slice or offset must be a
+// whole number of µs (ErrResolution). FixedWindow and AnchoredWindow are
+// rejected (ErrUnsupported).
 //
 // Errors: rule's own, as atomiclimit.NewKeyedRule reports them
 // (ErrInvalidRule, ErrInvalidLimit, …), wrapped with "redisgcra: "; then
@@ -96,7 +102,7 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		r.replies += b.replies
 		maxN = min(maxN, b.maxN())
 	}
-	r.refunds = len(specs) == 1 && (r.bands[0].kind == bandFixed || r.bands[0].kind == bandCounter)
+	r.refunds = len(specs) == 1 && r.bands[0].kind != bandLog
 
 	// The options as New applies them, every one, by New itself: a GCRA
 	// limiter whose algorithm is then replaced by the rule's.
@@ -143,10 +149,10 @@ func (b *band) init(s algo.Spec) error {
 		if err != nil {
 			return err
 		}
-		b.kind, b.replies = bandGCRA, 1
+		b.kind, b.replies, b.words = bandGCRA, 1, 1
 		if p.Burst() == 0 {
 			// DenyAll: every n ≥ 1 is denied and nothing is stored.
-			b.g, b.args = p, [4]any{"g", "1", "0", "0"}
+			b.g, b.args = p, [5]any{"g", "1", "0", "0", "0"}
 		} else {
 			// The rounding rule of New: T up to whole microseconds; a rate
 			// above one per µs is rejected, not rounded to another limit.
@@ -157,7 +163,7 @@ func (b *band) init(s algo.Spec) error {
 			if b.g, err = gcra.NewParams(gcra.Every(t), s.Burst); err != nil {
 				return fmt.Errorf("interval rounded up to %v: %w", t, err)
 			}
-			b.args = [4]any{"g", us(t), us(b.g.Span()), strconv.Itoa(b.g.Burst())}
+			b.args = [5]any{"g", us(t), us(b.g.Span()), strconv.Itoa(b.g.Burst()), "0"}
 		}
 		b.quota = algo.NewGCRA(b.g).Quota()
 	case algo.KindFixed, algo.KindCounter:
@@ -179,17 +185,17 @@ func (b *band) init(s algo.Spec) error {
 			if err != nil {
 				return err
 			}
-			b.kind, b.fixed, b.shift, b.replies = bandFixed, p, p.Layout().Shift, 2
+			b.kind, b.fixed, b.shift, b.replies, b.words = bandFixed, p, p.Layout().Shift, 2, 2
 			b.quota = window.FixedAlgorithm(p).Quota()
-			b.args = [4]any{"f", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N)}
+			b.args = [5]any{"f", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N), "0"}
 		} else {
 			p, err := window.NewCounterParams(s.N, s.Period, 0)
 			if err != nil {
 				return err
 			}
-			b.kind, b.counter, b.shift, b.replies = bandCounter, p, p.Layout().Shift, 3
+			b.kind, b.counter, b.shift, b.replies, b.words = bandCounter, p, p.Layout().Shift, 3, 3
 			b.quota = window.CounterAlgorithm(p).Quota()
-			b.args = [4]any{"c", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N)}
+			b.args = [5]any{"c", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N), "0"}
 		}
 	case algo.KindLog:
 		if s.Period%time.Microsecond != 0 {
@@ -199,13 +205,30 @@ func (b *band) init(s algo.Spec) error {
 		if err != nil {
 			return err
 		}
-		b.kind, b.n, b.w, b.wNs, b.replies = bandLog, s.N, int64(s.Period/time.Microsecond), int64(s.Period), 4
+		b.kind, b.n, b.w, b.wNs, b.replies, b.words = bandLog, s.N, int64(s.Period/time.Microsecond), int64(s.Period), 4, s.N+1
 		b.quota = window.LogAlgorithm(p).Quota()
-		b.args = [4]any{"l", us(s.Period), strconv.Itoa(s.N), "0"}
+		b.args = [5]any{"l", us(s.Period), strconv.Itoa(s.N), "0", "0"}
 	case algo.KindAnchored:
 		return fmt.Errorf("%w: AnchoredWindow is not decided in Redis yet", ErrUnsupported)
 	case algo.KindRolling:
-		return fmt.Errorf("%w: Rolling is not decided in Redis yet", ErrUnsupported)
+		if s.Slice%time.Microsecond != 0 {
+			return fmt.Errorf("%w: slice %v", ErrResolution, s.Slice)
+		}
+		p, err := window.NewRollingParams(s.N, s.Period, s.Slice, s.PerSlice, 0)
+		if err != nil {
+			return err
+		}
+		k := p.Words() - 1
+		b.kind, b.rolling, b.n, b.w = bandRolling, p, k, int64(s.Slice/time.Microsecond)
+		b.shift = uint(bits.Len64(uint64(s.N))) // RollingParams' count width
+		b.maxIdx = uint64(gcra.MaxNow)/uint64(s.Slice) + 1
+		b.replies, b.words = 2+2*k, 2+2*k
+		b.quota = window.RollingAlgorithm(p).Quota()
+		capN := s.N
+		if s.PerSlice > 0 {
+			capN = s.PerSlice
+		}
+		b.args = [5]any{"r", us(s.Slice), strconv.Itoa(k), strconv.Itoa(s.N), strconv.Itoa(capN)}
 	default:
 		return fmt.Errorf("%w: %v", ErrUnsupported, s)
 	}
@@ -222,17 +245,23 @@ func (b *band) maxN() int {
 		return b.fixed.Limit()
 	case bandCounter:
 		return b.counter.Limit()
+	case bandRolling:
+		if c := b.rolling.PerSlice(); c > 0 {
+			return min(c, b.rolling.Limit())
+		}
+		return b.rolling.Limit()
 	}
 	return 1
 }
 
 // ruleRemote is NewRule's algorithm: ruleLua on the bands' words, and
-// ruleRefundLua for a rule of one window band. Immutable.
+// ruleRefundLua for a rule of one window band (fixed, counter, rolling).
+// Immutable.
 type ruleRemote struct {
 	bands   []band
 	args    []any // the bands' script arguments, in order
 	replies int   // the reply's length: now, admitted, the bands' values
-	refunds bool  // one fixed or counter band: Take returns receipts
+	refunds bool  // one fixed, counter or rolling band: Take returns receipts
 }
 
 func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, uint64, error) {
@@ -247,7 +276,12 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		return gcra.Decision{}, 0, err
 	}
 	var buf [2 + 4*algo.MaxBands]int64
-	vals := buf[:r.replies]
+	vals := buf[:0]
+	if r.replies <= len(buf) {
+		vals = buf[:r.replies]
+	} else {
+		vals = make([]int64, r.replies) // a rolling band: two values per slice
+	}
 	if !ints(reply, vals) {
 		return gcra.Decision{}, 0, badReply(&ruleScript, reply)
 	}
@@ -280,7 +314,7 @@ func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int,
 		return false, nil // the log and bands return no receipts
 	}
 	b := &r.bands[0]
-	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, b.args[0], b.args[3], n, strconv.FormatUint(receipt-1, 10))
+	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, b.args[0], b.maxN(), n, strconv.FormatUint(receipt-1, 10), b.words)
 	if err != nil {
 		return false, err
 	}

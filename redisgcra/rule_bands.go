@@ -2,6 +2,7 @@ package redisgcra
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -28,6 +29,7 @@ const (
 	bandFixed
 	bandCounter
 	bandLog
+	bandRolling
 )
 
 // A band is one algorithm of a rule as Redis decides it. Immutable.
@@ -39,13 +41,17 @@ type band struct {
 	// count width.
 	fixed   window.FixedParams
 	counter window.CounterParams
+	// rolling is the rolling window's parameters on a base whose slice 0
+	// starts at 0; shift is its count width, n its K.
+	rolling window.RollingParams
 	shift   uint
-	maxIdx  uint64 // the largest window index their words hold
-	w       int64  // W in µs (fixed, counter, log)
+	maxIdx  uint64 // the largest window (slice) index their words hold
+	w       int64  // W in µs (fixed, counter, log); the slice P (rolling)
 	wNs     int64  // W in ns (the log's view)
 	grid    int64  // G in µs: the windows' origin, a boundary ≤ 0 (fixed, counter)
-	n       int    // the log's N
-	args    [4]any
+	n       int    // the log's N; the rolling window's K
+	args    [5]any
+	words   int        // the band's words in the state
 	replies int        // the reply's values that describe the band
 	quota   algo.Quota // as in process, with GCRA's T rounded up
 }
@@ -55,7 +61,11 @@ type band struct {
 type view struct {
 	word uint64 // GCRA: the debt (the TAT with now at 0), ns; windows: the state word
 	now  int64  // windows: now, ns on the base (GCRA and the log: 0)
-	base int64  // windows: the absolute index of the base's window 0
+	base int64  // windows: the absolute index of the base's window (slice) 0
+	// The rolling window: its K+1 words on the base (the head first), a
+	// copy of the band's own, and the slice a request at now counts in.
+	ring []atomic.Uint64
+	s    int64
 	// The log: the slots expired at now, and the oldest, second and
 	// latest expiries in ns after now (≤ 0: expired).
 	e                      int
@@ -70,6 +80,8 @@ func (b *band) view(nowUS int64, r []int64) view {
 		return view{word: uint64(min(max(r[0], 0), int64(gcra.MaxSpan)/1000) * 1000)}
 	case bandFixed, bandCounter:
 		return b.windowView(nowUS, r)
+	case bandRolling:
+		return b.rollingView(nowUS, r)
 	}
 	rel := func(us int64) int64 { return (us - nowUS) * 1000 }
 	return view{e: int(min(max(r[0], 0), int64(b.n))), oldest: rel(r[1]), second: rel(r[2]), latest: rel(r[3])}
@@ -102,6 +114,33 @@ func (b *band) windowView(nowUS int64, r []int64) view {
 	return v
 }
 
+// rollingView: the base's slice 0 is K slices before s, the slice a
+// request at now counts in (now's, or the head's if later: a stale now), so
+// that every slice of the window (s − K, s] has an index in [1, K] and a
+// word of its own, and slice 0, outside it, stands for everything older:
+// the head (when older still) and the ring's slots hold (index, count)
+// words as in process, at their slice's position in the ring; a slot of a
+// slice outside the window is left 0, which the in-process code reads as
+// nothing counted.
+func (b *band) rollingView(nowUS int64, r []int64) view {
+	mask := uint64(1)<<b.shift - 1
+	k := int64(b.n)
+	h, c := r[0], min(uint64(max(r[1], 0)), mask)
+	s := max(floorDiv(nowUS, b.w), h)
+	v := view{base: max(s-k, 0), s: s, ring: make([]atomic.Uint64, k+1)}
+	v.now = (nowUS - v.base*b.w) * 1000
+	if h >= v.base {
+		v.ring[0].Store(uint64(min(h-v.base, int64(b.maxIdx)))<<b.shift | c)
+	}
+	for m := range k {
+		j, cnt := r[2+2*m], min(uint64(max(r[3+2*m], 0)), mask)
+		if j > s-k && j >= v.base && j < h { // in the window, finalised
+			v.ring[1+(j-v.base)%k].Store(uint64(j-v.base)<<b.shift | cnt)
+		}
+	}
+	return v
+}
+
 // idxShift is the bit of the window index in a window word.
 func (b *band) idxShift() uint {
 	if b.kind == bandCounter {
@@ -124,6 +163,19 @@ func (b *band) decide(v view, n int) (view, gcra.Decision) {
 		v.word, d = b.fixed.Decide(v.word, v.now, n)
 	case bandCounter:
 		v.word, d = b.counter.Decide(v.word, v.now, n)
+	case bandRolling:
+		// First the decision on the words as they are (a peek decides as
+		// an admission reports), then, for an admission, the words after
+		// it, on a copy: the view may be decided again.
+		d = b.rolling.Decide(v.ring, v.now, n, true)
+		if d.Allowed && n > 0 {
+			next := make([]atomic.Uint64, len(v.ring))
+			for i := range next {
+				next[i].Store(v.ring[i].Load())
+			}
+			b.rolling.Decide(next, v.now, n, false)
+			v.ring = next
+		}
 	default:
 		return b.logDecide(v, n)
 	}
@@ -176,9 +228,19 @@ func logState(v view) gcra.Decision {
 // otherwise).
 func combine(bands []band, vs []view, n int, peek bool) (gcra.Decision, int64) {
 	if len(bands) == 1 {
-		next, d := bands[0].decide(vs[0], n)
-		if d.Allowed && n > 0 && bands[0].kind != bandGCRA && bands[0].kind != bandLog {
-			return d, next.base + int64(next.word>>bands[0].idxShift())
+		b := &bands[0]
+		if b.kind == bandRolling {
+			// Only the receipt needs the words after the admission: the
+			// slice it was counted in, s.
+			d := b.rolling.Decide(vs[0].ring, vs[0].now, n, true)
+			if d.Allowed && n > 0 {
+				return d, vs[0].s
+			}
+			return d, -1
+		}
+		next, d := b.decide(vs[0], n)
+		if d.Allowed && n > 0 && b.kind != bandGCRA && b.kind != bandLog {
+			return d, next.base + int64(next.word>>b.idxShift())
 		}
 		return d, -1
 	}

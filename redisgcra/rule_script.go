@@ -5,10 +5,11 @@ import (
 	"encoding/hex"
 )
 
-// The scripts of the rules that NewRule decides in Redis: the fixed window
-// on UTC boundaries, the sliding counter, the exact sliding log, GCRA, and
-// bands of them. One script decides every rule, from the bands' kinds and
-// parameters in its arguments; a second gives an admission back.
+// The scripts of the rules that NewRule decides in Redis: the fixed window on
+// UTC boundaries, the sliding counter, the exact sliding log, the rolling
+// window, GCRA, and bands of them. One script decides every rule, from the
+// bands' kinds and parameters in its arguments; a second gives an admission
+// back.
 //
 // # State
 //
@@ -17,15 +18,20 @@ import (
 // another as in process (algo.Set), and every time a whole number of µs on
 // Redis TIME since the Unix epoch:
 //
-//	band      words   what they hold
-//	GCRA      1       TAT
-//	fixed     2       window index w (windows since the grid's origin G), count
-//	counter   3       window index w, count of w−1 (prev), count of w (cur)
-//	log       1 + N   head k ∈ [0, N), then the N slots: expiries e + W
+//	band      words    what they hold
+//	GCRA      1        TAT
+//	fixed     2        window index w (windows since the grid's origin G), count
+//	counter   3        window index w, count of w−1 (prev), count of w (cur)
+//	log       1 + N    head k ∈ [0, N), then the N slots: expiries e + W
+//	rolling   2 + 2K   head: slice index h (slices of P since the Unix
+//	                   epoch), its count; then K slots, slot j mod K holding
+//	                   (j, the final count of slice j) once the head has
+//	                   passed j (window.RollingParams' words, two per word)
 //
 // An absent key reads as every word 0, which is each algorithm's fresh
 // state, as the zero word is in process: a full bucket, a count of 0 in a
-// window long past, a ring whose every slot expired at 0. The first
+// window long past, a ring whose every slot expired at 0, a head in slice
+// 0 with nothing counted. The first
 // admission allocates the whole string, zero-filled; every admission
 // writes the bands' new words (SETRANGE) and sets the expiry; a denial, a
 // peek and n < 1 write nothing. A value of another length, or a word of
@@ -36,7 +42,8 @@ import (
 // band of the new state becomes idle, as in process (algo.Algorithm's
 // Idle): a GCRA band at its TAT, a fixed window at the end of its window
 // (of the next one for the counter, whose count is then prev), the log when
-// its latest expiry passes. From I on the state decides every request as
+// its latest expiry passes, the rolling window when its head's slice
+// leaves the window, K slices on. From I on the state decides every request as
 // the absent key does, so expiry changes no decision (on TIME readings that
 // do not go back). The extra millisecond covers the expiry clock, which
 // Redis may read before the script reads TIME.
@@ -44,13 +51,14 @@ import (
 // # Arguments
 //
 // ARGV[1] is the op ('0' peeks, any other takes), ARGV[2] n, ARGV[3] an
-// explicit now in µs (tests only; '' reads TIME), then four per band: its
-// kind and three parameters, in µs and counts:
+// explicit now in µs (tests only; '' reads TIME), then five per band: its
+// kind and four parameters, in µs and counts:
 //
-//	'g' T, B·T, B       (T rounded up to whole µs, as New does)
-//	'f' W, G, N         (G ≤ 0: the boundary at or before the Unix epoch)
-//	'c' W, G, N
-//	'l' W, N, 0
+//	'g' T, B·T, B, 0    (T rounded up to whole µs, as New does)
+//	'f' W, G, N, 0      (G ≤ 0: the boundary at or before the Unix epoch)
+//	'c' W, G, N, 0
+//	'l' W, N, 0, 0
+//	'r' P, K, Q, C      (C: the cap per slice, Q if none)
 //
 // # Reply
 //
@@ -61,6 +69,7 @@ import (
 //	counter   w, prev, cur
 //	log       e (slots expired at now), the oldest expiry (slot k),
 //	          the next one (slot k+1), the latest (slot k−1)
+//	rolling   its 2 + 2K words
 //
 // from which the caller rebuilds the whole gcra.Decision with the
 // in-process code (rule_bands.go).
@@ -123,14 +132,28 @@ end
 local key = KEYS[1]
 local len = redis.call('STRLEN', key)
 local bad = false
-local function word(j)
-  if len == 0 then return 0 end
-  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(redis.call('GETRANGE', key, 8 * j, 8 * j + 7), 1, 8)
+local function dec(s, i)
+  local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, i, i + 7)
   if b1 ~= 0 or b2 >= 32 then
     bad = true
     return 0
   end
   return ((b2 * 256 + b3) * 256 + b4) * P32 + ((b5 * 256 + b6) * 256 + b7) * 256 + b8
+end
+local function word(j)
+  if len == 0 then return 0 end
+  return dec(redis.call('GETRANGE', key, 8 * j, 8 * j + 7), 1)
+end
+-- words j … j+m−1, read at once
+local function words(j, m)
+  local t = {}
+  if len == 0 then
+    for x = 1, m do t[x] = 0 end
+    return t
+  end
+  local s = redis.call('GETRANGE', key, 8 * j, 8 * (j + m) - 1)
+  for x = 1, m do t[x] = dec(s, 8 * x - 7) end
+  return t
 end
 local function foreign(size)
   if bad then
@@ -160,6 +183,12 @@ end
 //	         (le: exact); cur ← cur + n
 //	log      admit ⇔ n = 1 and the oldest expiry ≤ now;
 //	         slot k ← max(now + W, latest), k ← k + 1 mod N
+//	rolling  s = max(⌊now/P⌋, h) (a stale now counts in the head's slice);
+//	         cs = the head's count if s = h, else 0; sum = the counts of
+//	         the slices (s − K, s]: cs, the head's, and the slots' below h
+//	         whose index is their slice (an older one counts 0);
+//	         admit ⇔ 1 ≤ n ≤ C, cs + n ≤ C and sum + n ≤ Q;
+//	         if s > h, slot h mod K ← (h, its count); head ← (s, cs + n)
 //
 // n = 0 is admitted by every band and writes nothing. e, the slots of the
 // ring expired at now, is found by binary search (the expiries never
@@ -180,14 +209,15 @@ end
 local bands, size = {}, 0
 local i = 4
 while ARGV[i] do
-  local b = {kind = ARGV[i], p = tonumber(ARGV[i+1]), q = tonumber(ARGV[i+2]), r = tonumber(ARGV[i+3]), off = size}
+  local b = {kind = ARGV[i], p = tonumber(ARGV[i+1]), q = tonumber(ARGV[i+2]), r = tonumber(ARGV[i+3]), s = tonumber(ARGV[i+4]), off = size}
   if b.kind == 'g' then size = size + 1
   elseif b.kind == 'f' then size = size + 2
   elseif b.kind == 'c' then size = size + 3
   elseif b.kind == 'l' then size = size + 1 + b.q
+  elseif b.kind == 'r' then size = size + 2 + 2 * b.q
   else return redis.error_reply('ERR redisgcra: unknown band kind ' .. b.kind) end
   bands[#bands + 1] = b
-  i = i + 4
+  i = i + 5
 end
 if len ~= 0 and len ~= 8 * size then return foreign(size) end
 
@@ -229,6 +259,30 @@ for _, b in ipairs(bands) do
     b.ok = n == 0 or (n >= 1 and n <= N and cur + n <= N and le(prev, W - pos, N - cur - n, W))
     b.next = {{o, w}, {o + 1, prev}, {o + 2, cur + n}}
     b.idle = G + (w + 2) * W
+  elseif b.kind == 'r' then
+    local P, K, Q, C = b.p, b.q, b.r, b.s
+    local hc = words(o, 2 + 2 * K)
+    local h, c = hc[1], hc[2]
+    for x = 1, 2 + 2 * K do reply[#reply + 1] = hc[x] end
+    local s = idiv(now, P)
+    if h > s then s = h end
+    local cs = 0
+    if s == h then cs = c end
+    local sum = cs
+    for j = math.max(s - K + 1, 0), s - 1 do
+      if j == h then sum = sum + c
+      elseif j < h then
+        local x = 3 + 2 * (j % K)
+        if hc[x] == j then sum = sum + hc[x + 1] end
+      end
+    end
+    b.ok = n == 0 or (n >= 1 and n <= C and cs + n <= C and sum + n <= Q)
+    b.next = {{o, s}, {o + 1, cs + n}}
+    if s > h then
+      local x = o + 2 + 2 * (h % K)
+      b.next[3], b.next[4] = {x, h}, {x + 1, c}
+    end
+    b.idle = (s + K) * P
   else
     local W, N = b.p, b.q
     local k = word(o)
@@ -274,28 +328,28 @@ end
 return reply
 `
 
-// ruleRefundLua gives back the n of an admission of a rule of one fixed or
-// counter band, whose receipt names the window w it was counted in (ARGV:
-// the kind, N, n, w), exactly as window.FixedParams.Refund and
-// CounterParams.Refund do: from the count of w while the state counts w
-// (cur for the counter), from prev once the state has moved to w + 1; else
-// nothing. Counts add, so this leaves exactly the count of the other
+// ruleRefundLua gives back the n of an admission of a rule of one fixed,
+// counter or rolling band, whose receipt names the window (slice) w it was
+// counted in (ARGV: the kind, the most n, n, w, the state's words), exactly
+// as window.FixedParams.Refund, CounterParams.Refund and the rolling
+// window's refund do: from the count of w while the state counts w (cur
+// for the counter, the head's for the rolling window), from prev once the
+// counter has moved to w + 1; else nothing (a rolling slice the head has
+// left is final). Counts add, so this leaves exactly the count of the other
 // admissions: it never creates quota. It replies 1 if it gave back, else 0,
 // and keeps the key's expiry (the state only becomes idle sooner). It reads
 // no clock: neither does the in-process refund.
 const ruleRefundLua = `
 if redis.replicate_commands then redis.replicate_commands() end
 ` + wordsLua + `
-local kind, N, n, a = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local size = 2
-if kind == 'c' then size = 3 end
+local kind, N, n, a, size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if len == 0 then return 0 end
 if len ~= 8 * size then return foreign(size) end
 local w, c1, c2 = word(0), word(1), 0
 if kind == 'c' then c2 = word(2) end
 if bad then return foreign(size) end
 if n < 1 or n > N then return 0 end
-if kind == 'f' then
+if kind == 'f' or kind == 'r' then
   if w == a and c1 >= n then
     redis.call('SETRANGE', key, 8, enc(c1 - n))
     return 1

@@ -39,7 +39,8 @@ func TestNewRuleErrors(t *testing.T) {
 		{"limiter-aligned window", &noServer{}, atomiclimit.FixedWindow(5, time.Second), nil, redisgcra.ErrUnsupported},
 		{"limiter-aligned band", &noServer{}, atomiclimit.Bands(atomiclimit.FixedWindow(5, time.Second), min1), nil, redisgcra.ErrUnsupported},
 		{"anchored", &noServer{}, atomiclimit.AnchoredWindow(5, time.Second), nil, redisgcra.ErrUnsupported},
-		{"rolling", &noServer{}, atomiclimit.Rolling(100, time.Hour, time.Minute, 0), nil, redisgcra.ErrUnsupported},
+		{"slice of 1.5µs", &noServer{}, atomiclimit.Rolling(100, 3*time.Microsecond, 1500*time.Nanosecond, 0), nil, redisgcra.ErrResolution},
+		{"rolling of 1025 slices", &noServer{}, atomiclimit.Rolling(100, 1025*time.Second, time.Second, 0), nil, atomiclimit.ErrInvalidLimit},
 		{"window of 1.5µs", &noServer{}, atomiclimit.SlidingCounter(5, 1500*time.Nanosecond), nil, redisgcra.ErrResolution},
 		{"log of 1s+1ns", &noServer{}, atomiclimit.SlidingLog(5, time.Second+1), nil, redisgcra.ErrResolution},
 		{"offset of 1ns", &noServer{}, atomiclimit.FixedWindowUTC(5, time.Second, 1), nil, redisgcra.ErrResolution},
@@ -69,7 +70,9 @@ func TestNewRuleDescribes(t *testing.T) {
 		atomiclimit.FixedWindowUTC(7, 24*time.Hour, 4*24*time.Hour),
 		atomiclimit.SlidingCounter(50, time.Hour),
 		atomiclimit.SlidingLog(60, time.Minute),
+		atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 1000),
 		atomiclimit.Bands(atomiclimit.SlidingLog(60, time.Minute)),
+		atomiclimit.Bands(atomiclimit.FixedWindowUTC(60, time.Minute, 0), atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0)),
 		atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.PerSecond(20), 20), atomiclimit.FixedWindowUTC(1000, time.Hour, 0), atomiclimit.SlidingLog(10_000, 24*time.Hour)),
 		atomiclimit.Bands(atomiclimit.FixedWindowUTC(1000, time.Hour, 0), atomiclimit.SlidingCounter(5, time.Second)),
 	} {
@@ -92,6 +95,7 @@ func TestNewRuleDescribes(t *testing.T) {
 	}
 	assert.True(t, refunds(atomiclimit.FixedWindowUTC(3, time.Second, 0)))
 	assert.True(t, refunds(atomiclimit.SlidingCounter(3, time.Second)))
+	assert.True(t, refunds(atomiclimit.Rolling(3, time.Second, time.Second/4, 0)))
 	assert.False(t, refunds(atomiclimit.SlidingLog(3, time.Second)))
 	assert.False(t, refunds(atomiclimit.Bands(atomiclimit.FixedWindowUTC(3, time.Second, 0), atomiclimit.SlidingCounter(3, time.Second))))
 
@@ -129,6 +133,7 @@ func TestRuleState(t *testing.T) {
 		{atomiclimit.SlidingCounter(2, time.Hour), 3},
 		{atomiclimit.SlidingLog(2, time.Hour), 3},
 		{atomiclimit.SlidingLog(100, time.Hour), 101},
+		{atomiclimit.Rolling(2, 24*time.Hour, time.Hour, 0), 2 + 2*24},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Hour), 2), atomiclimit.FixedWindowUTC(2, time.Hour, 0), atomiclimit.SlidingCounter(2, time.Hour), atomiclimit.SlidingLog(2, time.Hour)), 1 + 2 + 3 + 3},
 	} {
 		l, err := redisgcra.NewRule(c, tc.rule, redisgcra.WithKeyPrefix(uniq(t)))
@@ -297,7 +302,7 @@ func TestRuleNoScript(t *testing.T) {
 func TestRuleTakeRefund(t *testing.T) {
 	c := sharedServer(t).client(t)
 	ctx := context.Background()
-	for _, rule := range []atomiclimit.Rule{atomiclimit.FixedWindowUTC(3, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour)} {
+	for _, rule := range []atomiclimit.Rule{atomiclimit.FixedWindowUTC(3, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour), atomiclimit.Rolling(3, 24*time.Hour, time.Hour, 0)} {
 		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
 		require.NoError(t, err)
 		d, rc, err := l.Take(ctx, "k", 3)
@@ -340,6 +345,7 @@ func TestRuleConcurrent(t *testing.T) {
 	}{
 		{atomiclimit.SlidingLog(50, time.Hour), 50},
 		{atomiclimit.SlidingCounter(40, time.Hour), 40},
+		{atomiclimit.Rolling(45, 24*time.Hour, time.Hour, 0), 45},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Hour), 30), atomiclimit.SlidingCounter(40, time.Hour), atomiclimit.SlidingLog(35, time.Hour)), 30},
 	} {
 		prefix := uniq(t)

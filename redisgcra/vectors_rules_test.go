@@ -201,6 +201,35 @@ func ruleVectors() []rvector {
 			take(ms(60000), 1, want(true, 1, 0, D(60000), 0)),        // a new minute
 		},
 	}, {
+		// At most 5 in every run of 4 slices of 250ms, and 2 per slice.
+		name: "rolling", rule: atomiclimit.Rolling(5, time.Second, 250*time.Millisecond, 2),
+		steps: []rstep{
+			take(0, 2, want(true, 0, 0, D(1000), D(250))),
+			take(ms(100), 1, want(false, 0, D(150), D(900), D(150))), // the slice's cap
+			take(ms(250), 2, want(true, 0, 0, D(1000), D(250))),
+			take(ms(500), 2, want(false, 1, D(500), D(750), 0)), // the window's quota, until slice 0 leaves
+			take(ms(500), 1, want(true, 0, 0, D(1000), D(500))),
+			refund(ms(600), 4, 1, true),
+			check(ms(999), 1, want(true, 0, 0, D(751), D(1))),
+			take(ms(1000), 2, want(true, 0, 0, D(1000), D(250))),      // slice 0 has left the window
+			take(ms(1000), 3, want(false, 0, never, D(1000), D(250))), // above the cap: never
+			take(ms(900), 1, want(false, 0, D(350), D(1100), D(350))), // stale: counted in the head's slice
+			take(ms(3000), 2, want(true, 0, 0, D(1000), D(250))),
+			refund(ms(3000), 7, 2, false), // its slice is final
+		},
+	}, {
+		// 60 per UTC minute and 10,000 per rolling day, by the hour.
+		name: "bands-day", rule: atomiclimit.Bands(
+			atomiclimit.FixedWindowUTC(60, time.Minute, 0),
+			atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0)),
+		steps: []rstep{
+			take(0, 60, want(true, 0, 0, 24*time.Hour, time.Minute)),
+			take(ms(1000), 1, want(false, 0, 59*time.Second, 24*time.Hour-time.Second, 59*time.Second)),
+			take(ms(60_000), 60, want(true, 0, 0, 24*time.Hour-time.Minute, time.Minute)),
+			check(ms(86_400_000), 60, want(true, 0, 0, 24*time.Hour, time.Minute)), // hour 0 has left
+			take(ms(86_400_000)-1, 1, want(true, 59, 0, 23*time.Hour+time.Microsecond, 0)),
+		},
+	}, {
 		// A GCRA band not on a whole µs: Redis decides with T rounded up,
 		// as the in-process rule with that T.
 		name: "bands-rounded",
@@ -247,6 +276,11 @@ func randomRuleVectors(seed uint64) []rvector {
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(20*time.Millisecond), 3), atomiclimit.FixedWindowUTC(6, 200*time.Millisecond, 0)), ms(100), 3},
 		{atomiclimit.Bands(atomiclimit.SlidingCounter(5, 200*time.Millisecond), atomiclimit.FixedWindowUTC(8, time.Second, 0), atomiclimit.SlidingLog(4, 150*time.Millisecond)), ms(150), 1},
 		{atomiclimit.Bands(atomiclimit.FixedWindowUTC(4, 100*time.Millisecond, 0), atomiclimit.SlidingCounter(9, 300*time.Millisecond)), ms(100), 4},
+		{atomiclimit.Rolling(5, time.Second, 200*time.Millisecond, 0), ms(200), 5},
+		{atomiclimit.Rolling(10, time.Second, 100*time.Millisecond, 3), ms(100), 3},
+		{atomiclimit.Rolling(3, 300*time.Millisecond, 300*time.Millisecond, 0), ms(300), 3},
+		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(50*time.Millisecond), 2), atomiclimit.Rolling(6, 600*time.Millisecond, 200*time.Millisecond, 0)), ms(200), 2},
+		{atomiclimit.Bands(atomiclimit.Rolling(8, time.Second, 250*time.Millisecond, 3), atomiclimit.SlidingLog(5, 500*time.Millisecond)), ms(250), 1},
 	}
 	var vs []rvector
 	for i, k := range kinds {
