@@ -29,7 +29,11 @@ func WithCoarseClock() Option { return core.WithCoarseClock() }
 
 // WithMaxKeys bounds a Keyed limiter to n keys (0: no bound), exactly. When
 // it is full, idle keys are removed first; only if none is idle does policy
-// decide.
+// decide. The bound also sizes the map's tables for n keys at construction
+// (64 bytes per 3.75 keys, rounded up to a power of two per shard: what a
+// full limiter holds anyway), so that they never grow: a growth copies one
+// shard's table while the requests for new keys of that shard wait (see
+// WithShards).
 func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, policy) }
 
 // WithSweepInterval sets how long the background sweeper of a Keyed limiter
@@ -38,7 +42,11 @@ func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, p
 func WithSweepInterval(d time.Duration) Option { return core.WithSweepInterval(d) }
 
 // WithShards sets the number of shards of a Keyed limiter's map (rounded up
-// to a power of two).
+// to a power of two; default 16). A map without a key bound grows by doubling
+// one shard's table at a time, and the requests for new keys of that shard
+// wait for the copy: more shards make each copy smaller (1 shard: a copy of
+// every key). Each shard holds about 3 KiB when empty. WithMaxKeys avoids
+// growth altogether. README's Benchmarks section has the measured tails.
 func WithShards(n int) Option { return core.WithShards(n) }
 
 // WithHook makes a Keyed limiter report its decisions and evictions to h

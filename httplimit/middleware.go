@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/door"
+	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
@@ -141,72 +141,18 @@ type Middleware[K comparable] struct {
 	errs     door.ErrorSink // hook, or nil: what the policies' limiters' errors go to
 }
 
-// policy is a Policy with the header values it needs, cached per parameter
-// set.
+// policy is a Policy with the header values it needs, cached per quota.
 type policy[K comparable] struct {
 	name    string
 	dp      *door.Policy[K]
 	lim     atomiclimit.KeyedLimiter[K]
-	unit    string
-	f       atomic.Pointer[fields] // the fields last used: the fast path
-	evicted uint64                 // evictions reported so far; guarded by Middleware.evictMu
-
-	// kept holds every quota's fields, for keys on several tiers: slots
-	// [0, n) are set and never change, so a reader scans them without a
-	// lock; keepMu serialises the writers.
-	kept   [maxQuotas]atomic.Pointer[fields]
-	n      atomic.Int32
-	keepMu sync.Mutex
+	evicted uint64 // evictions reported so far; guarded by Middleware.evictMu
+	cache   ratefields.Cache
 }
-
-// maxQuotas bounds the fields a policy keeps, one set per quota its keys
-// have been seen under (the tiers of its limiter). Past it, the fields of a
-// quota not kept are built per request.
-const maxQuotas = 16
 
 // fields returns the header values for key's quota, rebuilding them when the
 // quota changes (SetRule, or a key on another tier than the last one seen).
-func (p *policy[K]) fields(key K) *fields {
-	q := p.lim.Quota(key)
-	if f := p.f.Load(); f != nil && f.quota == q {
-		return f
-	}
-	// Keys on several tiers alternate: each quota's fields are built once
-	// and kept, not rebuilt whenever the quota differs from the last
-	// request's.
-	f := p.keptFor(q)
-	if f == nil {
-		f = p.keep(newFields(q, p.name, p.unit))
-	}
-	p.f.Store(f)
-	return f
-}
-
-// keptFor returns the fields kept for q, or nil. Lock-free: first load n,
-// then the slots below it, which were set before n was raised.
-func (p *policy[K]) keptFor(q atomiclimit.Quota) *fields {
-	for i := range p.n.Load() {
-		if f := p.kept[i].Load(); f.quota == q {
-			return f
-		}
-	}
-	return nil
-}
-
-// keep keeps f if there is room and no other writer kept its quota first,
-// and returns the fields to use.
-func (p *policy[K]) keep(f *fields) *fields {
-	p.keepMu.Lock()
-	defer p.keepMu.Unlock()
-	if g := p.keptFor(f.quota); g != nil {
-		return g
-	}
-	if n := p.n.Load(); n < maxQuotas {
-		p.kept[n].Store(f) // first the slot, then n: readers below n see it set
-		p.n.Store(n + 1)
-	}
-	return f
-}
+func (p *policy[K]) fields(key K) *fields { return p.cache.For(p.lim.Quota(key)) }
 
 // New validates c and returns the middleware it describes.
 func New[K comparable](c Config[K]) (*Middleware[K], error) {
@@ -288,7 +234,8 @@ func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) 
 	if err := checkSFString(what+" name", p.Name); err != nil {
 		return nil, err
 	}
-	pol := &policy[K]{name: p.Name, dp: door.NewPolicy(p.Name, p.Limiter), lim: p.Limiter, unit: m.unit}
+	pol := &policy[K]{name: p.Name, dp: door.NewPolicy(p.Name, p.Limiter), lim: p.Limiter}
+	pol.cache.Init(p.Name, m.unit)
 	var zero K
 	pol.fields(zero) // build the header values now, and fail here if Quota panics
 	m.policies = append(m.policies, pol)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
 // QuotaExceededType is the problem type of DefaultDeny's body: the
@@ -106,4 +108,4 @@ func writeProblem(w http.ResponseWriter, status int, body []byte) {
 // appendJSONString appends s, printable ASCII (policy names are checked),
 // as a JSON string. For printable ASCII, JSON and Structured Fields quote
 // alike: a '"' and a '\\' are escaped with a backslash, nothing else.
-func appendJSONString(b []byte, s string) []byte { return appendSFString(b, s) }
+func appendJSONString(b []byte, s string) []byte { return ratefields.AppendString(b, s) }

@@ -3,9 +3,9 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit/internal/door"
+	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
 // maxPolicies is the most policies one request is checked against.
@@ -20,12 +20,7 @@ type stack[K comparable] struct {
 	pols []*policy[K] // parallel to d.Policies
 	// joined is the RateLimit-Policy value of the fields last used: the
 	// items of every policy, built once per combination of quotas.
-	joined atomic.Pointer[joinedPolicy]
-}
-
-type joinedPolicy struct {
-	fs    [maxPolicies]*fields
-	value string
+	joined ratefields.Joined
 }
 
 func newStack[K comparable](base []*policy[K], route *policy[K]) (*stack[K], error) {

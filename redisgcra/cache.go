@@ -44,16 +44,42 @@ import (
 // admit: stricter, never more permissive. Refund forgets the key's entry in
 // the refunding process; other processes' entries age out.
 //
-// The hit path is Load (lock-free, allocation-free in xsync's MapOf), one
-// atomic load and gcra's pure Decide. Entries are stable pointers updated in
-// place, so a repeated denial of a known key allocates nothing either; only
-// a key's first denial inserts (a lock on one MapOf bucket, two allocations).
+// Resets lower TAT too, and other processes' are invisible here: a DEL,
+// FLUSHALL, a restart without persistence, a failover to a replica that
+// lacked the key. So an entry answers only for maxAge after the Redis
+// denial that last refreshed it (its seen time, read before that call was
+// sent): after a reset at local time x, every entry recorded from a read
+// of Redis before x has seen < x, and denies nothing from x + maxAge on.
+// That is the cache's whole staleness after a reset, and after a refund in
+// another process. Reset in this process forgets the key's entry at once.
+//
+// The hit path is Load (lock-free, allocation-free in xsync's MapOf), two
+// atomic loads and gcra's pure Decide. Entries are stable pointers updated
+// in place, so a repeated denial of a known key allocates nothing either;
+// only a key's first denial inserts (a lock on one MapOf bucket, two
+// allocations).
 type overLimitCache struct {
-	m   *xsync.MapOf[string, *atomic.Int64]
+	m   *xsync.MapOf[string, *cacheEntry]
 	max int
+	// maxAge is how long an entry answers after its seen time (ns).
+	// Immutable once the Limiter is built.
+	maxAge int64
 	// lastSweep is the local time of the last sweep, so that a full cache
 	// of live entries is scanned at most once per sweepGap.
 	lastSweep atomic.Int64
+}
+
+// A cacheEntry is what the cache knows of one key. Both fields only grow
+// (raise), so a reader that pairs a newer seen with an older tat holds a
+// weaker bound than the truth, never a stronger one.
+type cacheEntry struct {
+	tat  atomic.Int64 // a lower bound of the key's TAT (local clock)
+	seen atomic.Int64 // the local time the bound was last confirmed
+}
+
+// answers reports whether e may still answer at local time now.
+func (c *overLimitCache) answers(e *cacheEntry, now int64) bool {
+	return now-e.seen.Load() < c.maxAge
 }
 
 // cacheMargin is the 1µs that TIME's truncation may add to the debt Redis
@@ -64,7 +90,7 @@ const cacheMargin = int64(time.Microsecond)
 const sweepGap = int64(100 * time.Millisecond)
 
 func newOverLimitCache(size int) *overLimitCache {
-	c := &overLimitCache{m: xsync.NewMapOf[string, *atomic.Int64](), max: size}
+	c := &overLimitCache{m: xsync.NewMapOf[string, *cacheEntry](), max: size, maxAge: int64(DefaultCacheMaxAge)}
 	c.lastSweep.Store(-sweepGap)
 	return c
 }
@@ -73,10 +99,10 @@ func newOverLimitCache(size int) *overLimitCache {
 // true, if that decision is a denial; otherwise false (ask Redis).
 func (c *overLimitCache) deny(key string, p *gcra.Params, now int64, n int) (gcra.Decision, bool) {
 	e, ok := c.m.Load(key)
-	if !ok {
+	if !ok || !c.answers(e, now) {
 		return gcra.Decision{}, false
 	}
-	_, d := p.Decide(e.Load(), now, n)
+	_, d := p.Decide(e.tat.Load(), now, n)
 	return d, !d.Allowed
 }
 
@@ -84,63 +110,68 @@ func (c *overLimitCache) deny(key string, p *gcra.Params, now int64, n int) (gcr
 // deny's answer without the rest of the decision.
 func (c *overLimitCache) denies(key string, p *gcra.Params, now int64, n int) bool {
 	e, ok := c.m.Load(key)
-	if !ok {
+	if !ok || !c.answers(e, now) {
 		return false
 	}
-	_, ok = p.Admit(e.Load(), now, n)
+	_, ok = p.Admit(e.tat.Load(), now, n)
 	return !ok
 }
 
 // record raises key's cached TAT to tat, a lower bound of the TAT Redis
-// holds (local clock), after a denial at local time now.
+// holds (local clock), after a denial whose call was sent at local time
+// now, and raises its seen time to now.
 func (c *overLimitCache) record(key string, tat, now int64) {
 	if e, ok := c.m.Load(key); ok {
-		raise(e, tat)
+		raise(&e.tat, tat)
+		raise(&e.seen, now)
 		return
 	}
 	if c.m.Size() >= c.max && !c.sweep(now) {
 		return // full of live entries: this denial goes uncached
 	}
-	e, loaded := c.m.LoadOrCompute(key, func() *atomic.Int64 {
-		e := new(atomic.Int64)
-		e.Store(tat)
+	e, loaded := c.m.LoadOrCompute(key, func() *cacheEntry {
+		e := new(cacheEntry)
+		e.tat.Store(tat)
+		e.seen.Store(now)
 		return e
 	})
 	if loaded {
-		raise(e, tat)
+		raise(&e.tat, tat)
+		raise(&e.seen, now)
 	}
 }
 
-// raise stores tat in e unless e already holds a later TAT: the bound only
-// ever tightens.
-func raise(e *atomic.Int64, tat int64) {
+// raise stores v in e unless e already holds a later value: the bound only
+// ever tightens, and seen only moves forward.
+func raise(e *atomic.Int64, v int64) {
 	for {
 		old := e.Load()
-		if old >= tat || e.CompareAndSwap(old, tat) {
+		if old >= v || e.CompareAndSwap(old, v) {
 			return
 		}
 	}
 }
 
-// sweep removes the entries whose TAT ≤ now (they deny nothing any more),
-// at most once per sweepGap, and reports whether the cache has room.
+// sweep removes the entries whose TAT ≤ now or whose age is maxAge (they
+// deny nothing any more), at most once per sweepGap, and reports whether
+// the cache has room.
 func (c *overLimitCache) sweep(now int64) bool {
 	last := c.lastSweep.Load()
 	if now-last < sweepGap || !c.lastSweep.CompareAndSwap(last, now) {
 		return false
 	}
-	c.m.Range(func(key string, _ *atomic.Int64) bool {
+	c.m.Range(func(key string, _ *cacheEntry) bool {
 		// Delete only if still stale: a denial may have raised it meanwhile.
-		c.m.Compute(key, func(e *atomic.Int64, loaded bool) (*atomic.Int64, bool) {
-			return e, !loaded || e.Load() <= now
+		c.m.Compute(key, func(e *cacheEntry, loaded bool) (*cacheEntry, bool) {
+			return e, !loaded || e.tat.Load() <= now || !c.answers(e, now)
 		})
 		return true
 	})
 	return c.m.Size() < c.max
 }
 
-// forget removes key's entry, after a refund lowered key's TAT below what it
-// may hold.
+// forget removes key's entry, after a refund or a reset lowered key's TAT
+// below what it may hold.
 func (c *overLimitCache) forget(key string) { c.m.Delete(key) }
 
 // len is the number of cached keys (tests).

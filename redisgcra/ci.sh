@@ -3,7 +3,8 @@
 # from the repository root). Installs redis-server when it is missing and we
 # are root, then: gofmt, go vet, go test -race (against real redis-server
 # processes the tests start themselves; REDISGCRA_REQUIRE_SERVER makes a
-# missing binary a failure instead of a skip), and a quick benchmark run.
+# missing binary a failure instead of a skip), the Prometheus example module
+# (vet, build, self-test), and a quick benchmark run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -32,6 +33,15 @@ go vet ./...
 
 step "go test -race ./..."
 REDISGCRA_REQUIRE_SERVER=1 go test -race -count=1 ./...
+
+step "examples/prometheus (its own module): vet, build, and its self-test against a redis-server on a unix socket"
+(cd examples/prometheus && go vet ./... && go build -o /dev/null .)
+sock=$(mktemp -d)
+redis-server --port 0 --unixsocket "$sock/redis.sock" --save '' --appendonly no --dir "$sock" --loglevel warning >/dev/null &
+redis_pid=$!
+for _ in $(seq 200); do [ -S "$sock/redis.sock" ] && break; sleep 0.05; done
+go -C examples/prometheus run . -network unix -addr "$sock/redis.sock" -selftest
+kill "$redis_pid"; wait "$redis_pid" 2>/dev/null || true; rm -rf "$sock"
 
 step "benchmarks (quick)"
 REDISGCRA_REQUIRE_SERVER=1 go test -run='^$' -bench=. -benchtime=100ms -count=1 ./...

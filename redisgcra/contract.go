@@ -2,7 +2,6 @@ package redisgcra
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/atomiclimit/atomiclimit"
 )
@@ -19,12 +18,14 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // of the Outage policy (FailOpen's admissions, and FallbackTo's, which
 // therefore cannot be given back; the local limiter keeps them).
 //
-// The error is nil when Redis, the cache or the static limit decided. When
-// Redis failed or WithTimeout passed, it wraps ErrUnavailable and the cause,
-// with the Outage policy's decision (Decide's SourceFailOpen,
-// SourceFailClosed or SourceFallback). When ctx ended first it wraps
-// ctx.Err() and not ErrUnavailable, and the decision is the zero one
-// (Decide's SourceCaller).
+// The error is nil when Redis, the cache or the static limit decided, but
+// for a corrupt state that Redis repaired and decided on (ErrCorrupt: a
+// denial). When Redis failed or WithTimeout passed, it wraps ErrUnavailable
+// and the cause, with the Outage policy's decision (Decide's
+// SourceFailOpen, SourceFailClosed or SourceFallback). When Redis rejected
+// the call it wraps ErrRejected, with FallbackTo's decision or a denial.
+// When ctx ended first it wraps ctx.Err() and neither sentinel, and the
+// decision is the zero one (Decide's SourceCaller).
 func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	r, stored := l.decide(ctx, key, n, opReceipt, -1)
 	return r.Decision, atomiclimit.Receipt(stored), r.Err
@@ -48,9 +49,9 @@ func (l *Limiter) Check(ctx context.Context, key string, n int) (atomiclimit.Dec
 // back all of them. n must be the n given to Take.
 //
 // A receipt of 0, n < 1 and n > B give back nothing and make no call. The
-// errors are Take's: an outage wraps ErrUnavailable (and gives back
-// nothing; no Outage policy applies), a ctx that ended first wraps
-// ctx.Err().
+// errors are Take's: an outage wraps ErrUnavailable, a rejection
+// ErrRejected (and either gives back nothing; no Outage policy applies), a
+// ctx that ended first wraps ctx.Err().
 //
 // With the over-limit cache, a refund lowers a TAT that caches may hold a
 // bound of: this process forgets key's entry; another process's cache may
@@ -64,21 +65,10 @@ func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64,
 	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}
-	if err := ctx.Err(); err != nil {
-		return false, callerErr(err, nil)
-	}
-	callCtx := ctx // as in decideRemote: ctx stays the caller's
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	ok, err := l.remote.refund(callCtx, l, l.Key(key), n, receipt, nowMicros)
+	ok, err := l.remote.refund(ctx, l, l.Key(key), n, receipt, nowMicros)
 	if err != nil {
-		if cerr := callerDone(ctx); cerr != nil {
-			return false, callerErr(cerr, err)
-		}
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, deadlineErr(callCtx, err))
+		l.observeErr(err)
+		return false, err
 	}
 	if ok && l.cache != nil {
 		// First Redis lowered TAT, then the bound goes: a denial that read

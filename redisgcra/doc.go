@@ -1,7 +1,8 @@
 // Package redisgcra is the GCRA of package gcra decided inside Redis, so
 // that a fleet of processes shares one limit per key. Each decision is one
 // EVALSHA of a short Lua script (EVAL once after a NOSCRIPT reply), which
-// reads Redis TIME, reads the key, and writes it only to admit. It works with
+// reads Redis TIME, reads the key, and writes it only to admit (or to repair
+// a corrupt state, ErrCorrupt). It works with
 // any client that implements redis.Scripter from
 // github.com/redis/go-redis/v9: a single node (*redis.Client), Redis
 // Cluster (*redis.ClusterClient) and client-side sharding (*redis.Ring).
@@ -17,7 +18,8 @@
 //	1 ≤ n ≤ B  and  max(TAT, now) + n·T − now ≤ B·T
 //
 // and only an admission writes (TAT ← max(TAT, now) + n·T), or a Refund of
-// one (below). A denial writes nothing. An absent key is a full bucket.
+// one (below). A denial writes nothing (unless it repairs a corrupt state).
+// An absent key is a full bucket.
 //
 // In Redis, TAT is an integer number of microseconds since the Unix epoch on
 // the server's TIME clock, stored as a decimal string, and the key expires
@@ -65,6 +67,45 @@
 // atomiclimit.Keyed limiter. Every Result says which of them decided and,
 // when Redis did not, why (Result.Err wraps ErrUnavailable).
 //
+// Only outages take the Outage policy. Every error is one of three
+// classes (errors.Is on Result.Err, and on the contract's error):
+//
+//   - Outage, ErrUnavailable: Redis did not answer (refused, reset, a
+//     timeout, the pool's timeout) or answered that it cannot serve now
+//     (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, NOREPLICAS, OOM,
+//     MISCONF, max clients). The Outage policy decides; the breaker counts
+//     it.
+//   - Rejection, ErrRejected: any other error reply (READONLY, NOPERM,
+//     NOAUTH, WRONGPASS, an unknown command, MOVED to a plain client, a
+//     script error, a reply of the wrong shape). FallbackTo's limiter
+//     decides, under that policy; otherwise the call is denied as
+//     FailClosed denies (SourceFailClosed), FailOpen included: a
+//     misconfiguration never unlimits a key. Nothing is written, so once
+//     it is fixed every key decides as before. The breaker ignores it.
+//   - Corrupt state, ErrCorrupt: the key held something that is not a
+//     state (another type; not 1 to 16 decimal digits below 2^53, as
+//     "inf", "1e19", "nan", "0x10", "garbage" are not; a TAT more than
+//     B·T ahead with no expiry). The script replaces it, in the same call,
+//     with the empty bucket (TAT = now + B·T, expiring as every state) and
+//     decides on that: Source SourceRedis, denied with RetryAfter n·T. The
+//     key is neither unlimited nor locked out: it refills as any key does.
+//
+// Each error wraps the cause, and its message starts with "redisgcra: ".
+// Take, Check, Refund and Reset return the same errors (the door,
+// httplimit, answers a denial with an error 503 and reports it to its
+// hook).
+//
+// WithBreaker(failures, window) skips Redis after failures outages in a
+// row: for window every call fails at once with ErrCircuitOpen (and
+// ErrUnavailable) and the Outage policy decides; then one call probes, and
+// an answer closes the breaker while an outage opens it for another
+// window. Against a host that does not answer, a decision then costs
+// nanoseconds instead of the whole WithTimeout (see the README).
+//
+// WithHook reports every decision (Allowed or Denied, with the Source)
+// and every error (Error, with the Source) to a Hook, for metrics; without
+// one, a decision pays one branch.
+//
 // A caller whose context ends first (cancelled, or its own deadline) is not
 // an outage: no policy applies, the Result has SourceCaller and the zero
 // Decision (denied, describing no state), and its Err wraps ctx.Err() and
@@ -93,10 +134,15 @@
 //   - Quota describes the parameters Redis decides with (T rounded up),
 //     without a call.
 //
-// Their error is nil when Redis, the cache or the static limit decided;
-// on an outage it wraps ErrUnavailable and the cause, with the policy's
-// decision (Refund: false); when ctx ended first it wraps ctx.Err(), as
-// above.
+// Reset(ctx, key), beside the contract, deletes key's state in Redis (one
+// DEL in a script, on key alone): the bucket is full again for every
+// process, and this process's over-limit cache forgets key.
+//
+// Their error is nil when Redis, the cache or the static limit decided
+// (but for a repaired corrupt state, ErrCorrupt); on an outage it wraps
+// ErrUnavailable and the cause, with the policy's decision (Refund:
+// false), on a rejection ErrRejected; when ctx ended first it wraps
+// ctx.Err(), as above.
 //
 // # The over-limit cache
 //
@@ -108,6 +154,14 @@
 // TAT: a bound recorded while the refunded admission counted may deny for
 // up to the n·T given back after Redis would admit (the refunding process
 // forgets its bound; others' age out).
+//
+// Resets lower TAT too, and those made elsewhere (DEL, FLUSHALL, Reset in
+// another process, a restart without persistence, a failover to a replica
+// that lacked the key) are invisible to this process. So an entry answers
+// only for the max age (WithOverLimitCacheMaxAge, DefaultCacheMaxAge = 1s)
+// after the Redis denial that last refreshed it: that is the cache's whole
+// staleness after any reset or refund elsewhere. Reset in this process
+// forgets the key at once.
 //
 // # Every rule
 //

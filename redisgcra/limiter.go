@@ -60,6 +60,10 @@ type Limiter struct {
 	timeout time.Duration // 0: none beyond the context's and the client's
 	outage  Outage
 	cache   *overLimitCache // nil unless WithOverLimitCache
+	breaker *breaker        // nil unless WithBreaker
+	// hook, if not nil, is told of every decision (WithHook).
+	hook       Hook
+	hookPolicy string
 
 	// epoch is the over-limit cache's time base: local times are
 	// time.Since(epoch) in ns, which reads only the monotonic clock.
@@ -75,11 +79,14 @@ type Result struct {
 	gcra.Decision
 	// Source says who decided.
 	Source Source
-	// Err is nil when Source is SourceRedis, SourceCache or SourceStatic.
-	// With SourceCaller it wraps the caller's ctx.Err() (context.Canceled
-	// or context.DeadlineExceeded), and not ErrUnavailable. Otherwise it
-	// wraps ErrUnavailable and the error from Redis (a connection error,
-	// context.DeadlineExceeded for WithTimeout, …).
+	// Err is nil when Source is SourceCache or SourceStatic, and when it
+	// is SourceRedis but for a repaired corrupt state (ErrCorrupt). With
+	// SourceCaller it wraps the caller's ctx.Err() (context.Canceled or
+	// context.DeadlineExceeded), and not ErrUnavailable. Otherwise it wraps
+	// ErrUnavailable (an outage: the Outage policy decided) or ErrRejected
+	// (Redis refused the call: FallbackTo's limiter decided, or it was
+	// denied as SourceFailClosed), and the error from Redis (a connection
+	// error, context.DeadlineExceeded for WithTimeout, READONLY, …).
 	Err error
 }
 
@@ -95,9 +102,12 @@ const (
 	SourceStatic
 	// SourceFailOpen: Redis failed, and the FailOpen policy admitted.
 	SourceFailOpen
-	// SourceFailClosed: Redis failed, and the FailClosed policy denied.
+	// SourceFailClosed: Redis failed, and the FailClosed policy denied; or
+	// Redis rejected the call (ErrRejected) under FailClosed or FailOpen,
+	// which never admits on a rejection.
 	SourceFailClosed
-	// SourceFallback: Redis failed, and the local limiter of FallbackTo decided.
+	// SourceFallback: Redis failed or rejected the call, and the local
+	// limiter of FallbackTo decided.
 	SourceFallback
 	// SourceCaller: the caller's context ended (cancelled, or past its own
 	// deadline) before Redis answered. That is not an outage: no policy
@@ -197,6 +207,9 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 	if cfg.cacheSet && !l.static {
 		l.cache = newOverLimitCache(cfg.cacheSize)
 	}
+	if err := l.applyRobust(&cfg.robust); err != nil {
+		return nil, err
+	}
 	return l, nil
 }
 
@@ -224,7 +237,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // AllowN reports whether n events for key may happen now, and consumes n
 // tokens if so. It is Decide(ctx, key, n).Allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
-	if l.cache == nil {
+	if l.cache == nil || l.hook != nil {
 		r, _ := l.decide(ctx, key, n, opTake, -1)
 		return r.Allowed
 	}
@@ -244,8 +257,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 // x/time/rate and gcra); n < 0 and n > burst are denied with RetryAfter
 // gcra.Never, and consume nothing.
 //
-// When Redis fails or the timeout passes, the Outage policy decides, and
-// Result.Source and Result.Err say so. When ctx itself ends first (the
+// When Redis fails or the timeout passes (an outage), the Outage policy
+// decides, and Result.Source and Result.Err say so; a rejection and a
+// corrupt state are decided as ErrRejected and ErrCorrupt say. When ctx itself ends first (the
 // caller gave up), nothing decides: Source is SourceCaller, with the zero
 // Decision. A ctx already done makes no call; the static limits and the
 // over-limit cache, which need none, answer regardless of ctx. Decide never
@@ -265,8 +279,17 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
 
 // decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
 // the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
-// replaces Redis TIME (tests only).
+// replaces Redis TIME (tests only). It reports the Result to the hook.
 func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
+	r, stored := l.decideUnobserved(ctx, key, n, o, nowMicros)
+	if l.hook != nil {
+		l.observe(r, n, o != opPeek)
+	}
+	return r, stored
+}
+
+// decideUnobserved is decide without the hook.
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
 		return Result{Decision: d, Source: SourceStatic}, 0
@@ -290,31 +313,19 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
-	if err := ctx.Err(); err != nil {
-		return callerGone(err, nil), 0 // no round trip for a caller that left
-	}
-	callCtx := ctx // ctx stays the caller's: callerDone tells its end from ours
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	d, stored, err := l.remote.decide(callCtx, l, l.Key(key), n, o, nowMicros)
-	if err != nil {
-		// First the caller's end, then ours: a call cut short by the
-		// caller's context is not an outage, whatever Redis reported.
-		if cerr := callerDone(ctx); cerr != nil {
-			return callerGone(cerr, err), 0
-		}
+	d, stored, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
 		// The policy's admissions carry receipt 0: Redis holds no TAT of
 		// theirs, and FallbackTo's are not refundable (see Take).
-		return l.fail(key, n, o != opPeek, deadlineErr(callCtx, err)), 0
+		return l.fail(key, n, o != opPeek, err), 0
 	}
+	// err is nil, or reports a corrupt state that the script repaired
+	// before deciding: the decision is Redis's all the same.
 	if !d.Allowed && d.ResetAfter > 0 && l.cache != nil {
 		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
 		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis}, stored
+	return Result{Decision: d, Source: SourceRedis, Err: err}, stored
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
@@ -346,13 +357,6 @@ func callerDone(ctx context.Context) error {
 	return nil
 }
 
-// callerGone returns the Result of a call whose caller's context ended
-// (cerr) before Redis answered (err, if it was asked): the zero Decision,
-// decided by no one. Err wraps cerr and err, never ErrUnavailable.
-func callerGone(cerr, err error) Result {
-	return Result{Source: SourceCaller, Err: callerErr(cerr, err)}
-}
-
 func callerErr(cerr, err error) error {
 	if err == nil || errors.Is(err, cerr) {
 		return fmt.Errorf("redisgcra: caller gave up: %w", cerr)
@@ -360,11 +364,22 @@ func callerErr(cerr, err error) error {
 	return fmt.Errorf("redisgcra: caller gave up: %w (redis: %w)", cerr, err)
 }
 
-// fail returns the Outage policy's decision for a call that Redis did not
-// answer.
+// fail returns the decision for a call that Redis did not decide, from
+// call's classified error: the Outage policy's for an outage; FallbackTo's
+// limiter's or a denial for a rejection (never FailOpen's admission); the
+// zero Decision, decided by no one, when the caller gave up.
 func (l *Limiter) fail(key string, n int, take bool, err error) Result {
-	err = fmt.Errorf("%w: %w", ErrUnavailable, err)
-	switch l.outage.kind {
+	kind := l.outage.kind
+	switch {
+	case isUnavailable(err):
+	case isRejected(err):
+		if kind != outageFallback {
+			kind = outageClosed
+		}
+	default:
+		return Result{Source: SourceCaller, Err: err}
+	}
+	switch kind {
 	case outageFallback:
 		if take {
 			return Result{Decision: l.outage.local.Decide(key, n), Source: SourceFallback, Err: err}

@@ -273,7 +273,9 @@ func TestExpiry(t *testing.T) {
 	require.True(t, l1.Allow(ctx, "tiny"))
 	pttl, err = c.PTTL(ctx, l1.Key("tiny")).Result()
 	require.NoError(t, err)
-	assert.True(t, pttl == -2*time.Nanosecond || pttl > 0, "no key without an expiry: %v", pttl)
+	// PTTL is -1 for a key without an expiry, and may be 0 for one in its
+	// last millisecond (or -2 once it has expired) on a slow machine.
+	assert.NotEqual(t, -time.Nanosecond, pttl, "no key without an expiry")
 }
 
 // TestNoScript: after SCRIPT FLUSH (as after a restart or failover) the

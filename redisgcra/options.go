@@ -16,6 +16,7 @@ type config struct {
 	outage    Outage
 	cacheSize int
 	cacheSet  bool
+	robust    robustConfig // options_robust.go
 }
 
 type optionFunc func(*config)

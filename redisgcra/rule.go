@@ -283,7 +283,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		vals = make([]int64, r.replies) // a rolling band: two values per slice
 	}
 	if !ints(reply, vals) {
-		return gcra.Decision{}, 0, badReply(&ruleScript, reply)
+		return gcra.Decision{}, 0, rejectedReply(&ruleScript, reply)
 	}
 	var vs [algo.MaxBands]view
 	at := 2
@@ -320,7 +320,7 @@ func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int,
 	}
 	v, ok := reply.(int64)
 	if !ok {
-		return false, badReply(&ruleRefundScript, reply)
+		return false, rejectedReply(&ruleRefundScript, reply)
 	}
 	return v == 1, nil
 }

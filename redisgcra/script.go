@@ -24,6 +24,17 @@ import (
 // as an integer, and Redis converts a returned number to an integer reply
 // exactly.
 //
+// The stored value is validated before use (ErrCorrupt): a state is a
+// string of 1 to 16 decimal digits below 2^53, and a TAT more than B·T
+// ahead of now has an expiry (the states this script writes always do;
+// one that is that far ahead without one can only deny for ever). Anything
+// else (another type, caught by pcall; "inf", "1e19", "nan", "0x10", which
+// tonumber would turn into a non-integer, or a number far outside any TAT)
+// is replaced, in this call, by the empty bucket TAT = now + B·T with the
+// usual expiry, and the decision is made on that; the reply is then the
+// triple {debt·2 + admitted, stored or 0, what the key held} whatever the
+// op. Other errors of GET (NOPERM) are returned as they are.
+//
 // ARGV[5] exists only in tests: an explicit now in µs, so that the decision
 // vectors can run on a timeline. Production calls pass four arguments and
 // the script reads TIME.
@@ -39,9 +50,26 @@ end
 local T = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1]))
+local v = redis.pcall('GET', KEYS[1])
+local tat, bad = 0, nil
+if type(v) == 'table' then
+  if not v.err or string.sub(v.err, 1, 10) ~= 'WRONGTYPE ' then return v end
+  bad = 'a value of type ' .. redis.call('TYPE', KEYS[1]).ok
+elseif v then
+  local digits = #v >= 1 and #v <= 16 and not string.find(v, '%D')
+  if digits then tat = tonumber(v) end
+  if not digits or tat >= 9007199254740992 then
+    tat, bad = 0, string.format('%q', string.sub(v, 1, 40))
+  elseif tat - now > span and redis.call('PTTL', KEYS[1]) < 0 then
+    bad = v .. ' with no expiry'
+  end
+end
+if bad then
+  tat = now + span
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil(span / 1000) + 1)
+end
 local debt = 0
-if tat and tat > now then debt = tat - now end
+if tat > now then debt = tat - now end
 local ok = 0
 local stored = 0
 if n == 0 then
@@ -54,6 +82,7 @@ elseif n >= 1 and debt + n * T <= span then
     redis.call('SET', KEYS[1], string.format('%.0f', stored), 'PX', math.ceil(ahead / 1000) + 1)
   end
 end
+if bad then return {debt * 2 + ok, stored, bad} end
 if ARGV[4] == '2' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
 `
@@ -81,10 +110,14 @@ var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2"}
 // back by decades), so that debt·1000 ns stays within what gcra accepts.
 const maxDebtMicros = int64(1) << 52 / 1000
 
-// eval runs the script for n tokens on the Redis key rkey and returns the
-// debt before the call, in nanoseconds, whether the script admitted, and
-// with opReceipt the TAT it stored in µs (0 if it stored nothing).
-// nowMicros < 0 means "read TIME" (always, outside tests).
+// eval runs the script for n tokens on the Redis key rkey (through call:
+// ctx is the caller's) and returns the debt before the call, in
+// nanoseconds, whether the script admitted, and with opReceipt the TAT it
+// stored in µs (0 if it stored nothing). nowMicros < 0 means "read TIME"
+// (always, outside tests).
+//
+// An error is call's, or wraps ErrCorrupt: then the script repaired the
+// key's state and the other results are its decision on the repair.
 func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros int64) (debt int64, ok bool, stored uint64, err error) {
 	keys := []string{rkey}
 	var args []any
@@ -98,19 +131,30 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 		return 0, false, 0, err
 	}
 	var v int64
-	if o == opReceipt {
-		var pair [2]int64
-		if !ints(reply, pair[:]) {
-			return 0, false, 0, badReply(&decideScript, reply)
+	switch r := reply.(type) {
+	case int64: // the usual reply, but with opReceipt
+		if o == opReceipt {
+			return 0, false, 0, rejectedReply(&decideScript, reply)
 		}
-		v, stored = pair[0], uint64(max(pair[1], 0))
-	} else {
-		var ok bool
-		if v, ok = reply.(int64); !ok {
-			return 0, false, 0, badReply(&decideScript, reply)
+		v = r
+	case []any: // {v, stored} with opReceipt; {v, stored, what} after a repair
+		var s int64
+		var okv, oks bool
+		if len(r) == 2 || len(r) == 3 {
+			v, okv = r[0].(int64)
+			s, oks = r[1].(int64)
 		}
+		if !okv || !oks || (len(r) == 2 && o != opReceipt) {
+			return 0, false, 0, rejectedReply(&decideScript, reply)
+		}
+		stored = uint64(max(s, 0))
+		if len(r) == 3 {
+			err = corrupt(rkey, r[2])
+		}
+	default:
+		return 0, false, 0, rejectedReply(&decideScript, reply)
 	}
-	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, stored, nil
+	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, stored, err
 }
 
 // refundLua gives back the n·T of the admission whose stored TAT was the
@@ -161,8 +205,9 @@ var refundSHA = func() string {
 // below 2^53 (see decideLua).
 const maxReceipt = uint64(1) << 53
 
-// evalRefund runs refundLua and reports whether it gave anything back.
-// nowMicros < 0 means "read TIME" (always, outside tests).
+// evalRefund runs refundLua (through call: ctx is the caller's) and reports
+// whether it gave anything back. nowMicros < 0 means "read TIME" (always,
+// outside tests).
 func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, receipt uint64, nowMicros int64) (bool, error) {
 	keys := []string{rkey}
 	var args []any
@@ -175,9 +220,9 @@ func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, receipt ui
 	if err != nil {
 		return false, err
 	}
-	v, ok := reply.(int64)
-	if !ok {
-		return false, badReply(&refundScript, reply)
+	v, isInt := reply.(int64)
+	if !isInt {
+		return false, rejectedReply(&refundScript, reply)
 	}
 	return v == 1, nil
 }

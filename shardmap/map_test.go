@@ -3,9 +3,12 @@ package shardmap
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 func TestBasics(t *testing.T) {
@@ -272,5 +275,109 @@ func TestUpdate(t *testing.T) {
 	}
 	if got, _ := m.Load("k"); got != v || m.Len() != 1 {
 		t.Fatal("Update changed the entry")
+	}
+}
+
+// TestPrehashChoice: a key keeps its hash beside it only where that costs no
+// heap (the MapOf entry stays in its size class).
+func TestPrehashChoice(t *testing.T) {
+	if New[string, *int]().pre != nil {
+		t.Error("string keys are prehashed: their entries would grow from 24 to 32 bytes")
+	}
+	if New[uint64, *int]().pre != nil {
+		t.Error("uint64 keys are prehashed: their entries would grow from 16 to 24 bytes")
+	}
+	// On 64-bit platforms; on 32-bit ones the entry grows from 28 to 36 bytes.
+	if unsafe.Sizeof(uintptr(0)) == 8 && New[netip.Prefix, *int]().pre == nil {
+		t.Error("netip.Prefix keys are not prehashed, though their entries stay 48 bytes")
+	}
+}
+
+// TestPrehashedMap runs the map's operations on prehashed shards.
+func TestPrehashedMap(t *testing.T) {
+	m := New[netip.Prefix, *int](WithShards(4))
+	if m.pre == nil {
+		t.Skip("netip.Prefix keys are not prehashed on this platform")
+	}
+	key := func(i int) netip.Prefix {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+	}
+	vals := make([]*int, 5000)
+	for i := range vals {
+		vals[i] = new(int)
+		v, loaded, err := m.LoadOrCreate(key(i), func() *int { return vals[i] })
+		if v != vals[i] || loaded || err != nil {
+			t.Fatalf("LoadOrCreate(%d) = %p, %v, %v", i, v, loaded, err)
+		}
+	}
+	for i := range vals {
+		if v, ok := m.Load(key(i)); !ok || v != vals[i] {
+			t.Fatalf("Load(%d) = %p, %v", i, v, ok)
+		}
+	}
+	if !m.Update(key(7), func(p *int) { *p = 7 }) || *vals[7] != 7 {
+		t.Fatal("Update")
+	}
+	if m.CompareAndDelete(key(1), vals[2]) || !m.CompareAndDelete(key(1), vals[1]) {
+		t.Fatal("CompareAndDelete")
+	}
+	if v, ok := m.Delete(key(2)); !ok || v != vals[2] {
+		t.Fatal("Delete")
+	}
+	seen := 0
+	m.Range(func(k netip.Prefix, v *int) bool {
+		if v != vals[int(k.Addr().As4()[1])<<16|int(k.Addr().As4()[2])<<8|int(k.Addr().As4()[3])] {
+			t.Fatalf("Range: %v holds the wrong value", k)
+		}
+		seen++
+		return true
+	})
+	if seen != 4998 || m.Len() != 4998 {
+		t.Fatalf("Range saw %d, Len %d; want 4998", seen, m.Len())
+	}
+	if r := m.Sweep(func(netip.Prefix, *int) bool { return true }); r != 4998 || m.Len() != 0 {
+		t.Fatalf("Sweep removed %d, Len %d", r, m.Len())
+	}
+	allocs := testing.AllocsPerRun(1000, func() { m.Load(key(3)) })
+	if allocs != 0 {
+		t.Fatalf("Load: %v allocs", allocs)
+	}
+}
+
+// TestCountersApart: the counters that insertions, removals and sweeps write
+// are at least a cache line away from the fields every Load reads, so they
+// never share a line whatever the map's alignment.
+func TestCountersApart(t *testing.T) {
+	var m Map[string, *int]
+	lastRead := unsafe.Offsetof(m.limit) + unsafe.Sizeof(m.limit)
+	if d := unsafe.Offsetof(m.size) - lastRead; d < cacheLine {
+		t.Errorf("size is %d bytes after the read fields, want ≥ %d", d, cacheLine)
+	}
+	if unsafe.Offsetof(m.cursor) < unsafe.Offsetof(m.size) {
+		t.Error("cursor moved above size, among the read fields")
+	}
+}
+
+// BenchmarkEmpty reports the heap an empty map holds per shard (each shard
+// is a MapOf with its smallest table):
+//
+//	go test ./shardmap -run='^$' -bench=Empty -benchtime=1x
+func BenchmarkEmpty(b *testing.B) {
+	for _, n := range []int{16, 1024} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			const maps = 16
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
+			held := make([]*Map[string, *int], maps)
+			for i := range held {
+				held[i] = New[string, *int](WithShards(n))
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			runtime.KeepAlive(held)
+			b.ReportMetric(float64(ms.HeapAlloc-before)/maps/float64(n), "B/shard")
+		})
 	}
 }

@@ -24,5 +24,8 @@ func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 func WithLimit(n int) Option { return func(c *config) { c.limit = n } }
 
 // WithPresize sizes the shards for n entries in all, so that the map does not
-// grow until it holds them.
+// grow until it holds them (each shard is sized for its share of n plus four
+// standard deviations of the spread, see shardShare), and never shrinks below
+// that. It spends at construction the table memory a map of n entries holds
+// anyway: 64 bytes per 3.75 entries, rounded up to a power of two per shard.
 func WithPresize(n int) Option { return func(c *config) { c.presize = n } }

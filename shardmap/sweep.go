@@ -6,7 +6,7 @@ package shardmap
 // remove may change the state the value points to (a keyed limiter retires
 // the cell there first); it must not insert into the map.
 func (m *Map[K, V]) SweepShard(i int, remove func(key K, value V) bool) (visited, removed int) {
-	m.shards[i].Range(func(k K, v V) bool {
+	m.RangeShard(i, func(k K, v V) bool {
 		visited++
 		if remove(k, v) && m.CompareAndDelete(k, v) {
 			removed++
@@ -28,12 +28,12 @@ func (m *Map[K, V]) SweepNext(remove func(key K, value V) bool) (shard, visited,
 // NextShard advances the sweep cursor and returns the shard it passed: the
 // shard SweepNext would sweep, for callers that sweep it their own way.
 func (m *Map[K, V]) NextShard() int {
-	return int((m.cursor.Add(1) - 1) % uint64(len(m.shards)))
+	return int((m.cursor.Add(1) - 1) % uint64(m.Shards()))
 }
 
 // Sweep sweeps every shard once and returns how many entries it removed.
 func (m *Map[K, V]) Sweep(remove func(key K, value V) bool) (removed int) {
-	for i := range m.shards {
+	for i := range m.Shards() {
 		_, r := m.SweepShard(i, remove)
 		removed += r
 	}

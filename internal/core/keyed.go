@@ -94,6 +94,21 @@ type wideCell struct {
 // rule returns the rule the cell's next decision uses.
 func (c *cell) rule() *rule { return c.tier.Load().cur.Load() }
 
+// ruleOf is c.rule() for the hot path. While no key can be off the default
+// tier (tiered unset), it is the default tier's rule, read without touching
+// c: a hot key's cell shares its line between its tier pointer and its word,
+// and the admissions of other cores keep taking that line away, so reading
+// the tier there first would fetch the line once more per decision under
+// contention. A decision that reads tiered unset is ordered before the
+// SetTierFunc or SetKeyRule that sets it, so the default rule is the one it
+// would have read from c.
+func (k *Keyed[K]) ruleOf(c *cell) *rule {
+	if !k.tiered.Load() {
+		return k.def.cur.Load()
+	}
+	return c.rule()
+}
+
 // ErrTooManyKeys is returned by the error-returning calls of a Keyed limiter
 // (Reserve, Wait) for a new key that a full limiter with RejectNew refuses.
 var ErrTooManyKeys = errors.New("atomiclimit: too many keys")
@@ -181,7 +196,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 		var ok bool
 		if k.fast {
 			// Bucket.AllowN by hand, so that its first attempt inlines here.
-			p := &c.rule().g
+			p := &k.ruleOf(c).g
 			if p.IsUnlimited() {
 				return n >= 0 // writes nothing
 			}
@@ -189,7 +204,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 			if ok, settled = c.tryAllowN(p, now, n); !settled {
 				ok = c.allowContended(p, now, n)
 			}
-		} else if r := c.rule(); r.word != nil {
+		} else if r := k.ruleOf(c); r.word != nil {
 			// One word: the one CompareAndSwap loop on the cell's word.
 			_, ok = algo.AdmitWord(&c.tat, r.word, now, n)
 		} else if r.one != nil {
@@ -512,12 +527,19 @@ func (k *Keyed[K]) Stats() Stats { return k.st.Stats() }
 // cells tells the key store how to evict cells, and holds the floors new
 // states start from. It holds no reference to the Keyed limiter.
 type cells struct {
+	words int  // state words per key
+	bands int  // bands per rule
+	gcra  bool // one GCRA band: the Bucket's own retired state
+
+	// Retirements write the floors; decisions read the fields above (a
+	// denial's IsRetired, a wide rule's state): the padding keeps them on
+	// different cache lines, so that a sweep does not make decisions on
+	// other cores fetch their line again (false sharing).
+	//lint:ignore U1000 prevents false sharing
+	_ [cacheLine]byte
 	// floors[i] is at least the floor of band i of every state retired as
 	// idle; new states start from them. Each only grows (algo.Set.raise).
 	floors [algo.MaxBands]atomic.Uint64
-	words  int  // state words per key
-	bands  int  // bands per rule
-	gcra   bool // one GCRA band: the Bucket's own retired state
 }
 
 // state is c's state. A limiter's cells all have one shape (see wideCell):

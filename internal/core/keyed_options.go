@@ -33,6 +33,10 @@ const DefaultSweepInterval = keyed.DefaultSweepInterval
 // one, it first removes idle keys: it sweeps shards until one yields an idle
 // key or all have been swept (a scan that finds none is not repeated for
 // 10 ms of the limiter's clock). Only if no key is idle does policy decide.
+// The bound also presizes the map for n keys, so that it never grows (a
+// growth copies a shard while requests for its new keys wait); the tables
+// cost from the start what a full limiter holds: 64 bytes per 3.75 keys of
+// the bound, rounded up to a power of two per shard.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.MaxKeys, cfg.keyed.Full = n, policy

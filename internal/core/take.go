@@ -23,12 +23,15 @@ type KeyedLimiter[K comparable] interface {
 	// n = 0 is an admitted peek that takes nothing. The receipt lets Refund
 	// give an admission back (0: there is nothing to give back).
 	//
-	// A non-nil error means the limiter could not reach key's state: a
-	// remote store failed or timed out (an outage), or ctx ended first (the
-	// caller gave up: errors.Is(err, ctx.Err()), not an outage). The
-	// decision is then the limiter's own answer to that (fail open, fail
-	// closed, or a local fallback: see redisgcra.WithOutage) and describes
-	// no state. An in-process limiter never fails.
+	// A non-nil error means the limiter could not decide on key's state as
+	// it should have: a remote store failed or timed out (an outage), it
+	// refused the call or held a corrupt value for key (see redisgcra's
+	// error classes), or ctx ended first (the caller gave up:
+	// errors.Is(err, ctx.Err()), not an outage). The decision is then the
+	// limiter's own answer to that (fail open, fail closed, a local
+	// fallback, a repaired state: see redisgcra.WithOutage), and a door
+	// neither advertises it as the key's state nor reports it as a denial
+	// of quota. An in-process limiter never fails.
 	Take(ctx context.Context, key K, n int) (gcra.Decision, Receipt, error)
 	// Check returns the decision Take would make now, taking nothing (a
 	// door asks it of the policies after one that denied, to name every
@@ -56,7 +59,7 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		// CompareAndSwap, written out here so that nothing is copied twice.
 		if c, ok := k.m.Load(key); ok {
 			var next int64
-			d, next = c.TakeN(&c.rule().g, now, n)
+			d, next = c.TakeN(&k.ruleOf(c).g, now, n)
 			// A retired bucket denies everything: only a denial needs the check.
 			if d.Allowed || !k.cells.IsRetired(c) {
 				return d, Receipt(next), nil

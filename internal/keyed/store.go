@@ -175,7 +175,10 @@ type recentCell[K comparable, C comparable] struct {
 // New returns an empty Store (cfg must be Valid). Call Start to run the
 // background sweeper.
 func New[K comparable, C comparable](cfg Config, src timebase.Source, cells Cells[C]) *Store[K, C] {
-	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys)}
+	// A bound also presizes: the map never grows (a growth copies a shard
+	// while requests for its new keys wait), and a full map holds that
+	// table anyway.
+	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys), shardmap.WithPresize(cfg.MaxKeys)}
 	if cfg.Shards > 0 {
 		opts = append(opts, shardmap.WithShards(cfg.Shards))
 	}

@@ -1,0 +1,134 @@
+// Package grpclimit is gRPC interceptors over any keyed limiter of
+// atomiclimit (the atomiclimit.KeyedLimiter contract: every in-process rule,
+// and redisgcra's limits kept in Redis), on the same contract as httplimit:
+// it keys each call (peer address behind trusted proxies, an API key in the
+// metadata, the full method name, the mTLS identity, a composite, or any
+// function), checks it against one or several policies at once, and denies
+// with codes.ResourceExhausted, a google.rpc.RetryInfo and a
+// google.rpc.QuotaFailure when a policy is exceeded (codes.Unavailable
+// when a limiter's store is down and it fails closed).
+//
+//	perMinute, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
+//	key, _ := grpclimit.ClientIP(grpclimit.IPOptions{})
+//	lim, _ := grpclimit.New(grpclimit.Config[netip.Prefix]{
+//		Key:      key,
+//		Policies: []grpclimit.Policy[netip.Prefix]{{Name: "minute", Limiter: perMinute}},
+//		Costs:    map[string]int{"/shop.Orders/Export": 10},
+//	})
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(lim.Unary()),
+//		grpc.ChainStreamInterceptor(lim.Stream()),
+//	)
+//
+// This module is separate from atomiclimit's, so that google.golang.org/grpc
+// never enters the root module's dependencies.
+//
+// # Policies
+//
+// A call (a unary call, or a stream opened) is checked against every policy
+// in Config.Policies and, if its method has one, Config.Methods' policy
+// for it too, all or nothing, exactly as httplimit's stacked policies: the
+// policies take the call in turn; when one denies, those before it give
+// their admission back, and those after it are asked without taking, to
+// name every violated policy and the longest wait. A policy whose limiter
+// cannot give an admission back (a sliding log, bands) is asked last; one
+// such policy per call at most, which New checks. Config.Costs sets the
+// tokens a method's call takes (1 by default; 0 checks without taking).
+//
+// # Streams
+//
+// Opening a stream is a call: it is checked with the method's cost before
+// the handler runs. Config.Messages are checked for every message the
+// client sends on a stream, one token each, under the key the stream was
+// opened with: RecvMsg fails with the denial, which the handler returns to
+// end the stream (the message was read and is dropped). The end of a
+// stream (io.EOF) is never checked.
+//
+// # Denials
+//
+// A denied call fails with codes.ResourceExhausted and the message
+// `grpclimit: rate limit exceeded: policy "minute"; retry after 1.5s`,
+// carrying two details:
+//
+//   - google.rpc.RetryInfo: retry_delay is the longest wait any violated
+//     policy needs, rounded up to the millisecond (after exactly that
+//     wait the same call is admitted by that policy, if nothing else
+//     consumes its quota; rounded up, it holds for clients that read the
+//     delay in milliseconds). A call that no wait admits (its cost
+//     exceeds a policy's quota, or DenyAll) has no RetryInfo.
+//   - google.rpc.QuotaFailure: one violation per violated policy, in the
+//     configured order: subject and quota_id the policy's name, description
+//     the rule as configured ("gcra 60/1m0s burst 60"), quota_value the
+//     advertised quota (q below). The key is never sent.
+//
+// RetryDelay reads the delay back on the client; a Pacer with Retries
+// honours it. On the server, the error wraps ErrLimited, so the
+// interceptors outside this one can tell a rate-limit denial with
+// errors.Is.
+//
+// # Metadata
+//
+// Denials carry httplimit's RateLimit fields as response header metadata
+// (a message's denial: trailer metadata), under the keys "ratelimit" and
+// "ratelimit-policy", formatted exactly as the HTTP headers are (see
+// httplimit's doc, "Headers", for r, t, q, w and their rounding):
+//
+//	ratelimit-policy: "minute";q=60;w=60, "day";q=10000;w=86400
+//	ratelimit: "minute";r=0;t=2, "day";r=9941
+//
+// With MetadataOnAllow, admitted calls and streams opened carry them too.
+// That costs what gRPC's metadata API costs: a map per call, merged by the
+// transport into another one (7 allocations; BenchmarkUnary measures the
+// time), which is why it is not the default.
+//
+// # Outages
+//
+// A limiter that cannot reach its state (redisgcra with Redis down or
+// slow) returns an error with its outage policy's decision. The
+// interceptor reports the error to Hook.Error (not as a denial), and then:
+//
+//   - fail closed (the limiter denied): codes.Unavailable, not
+//     ResourceExhausted (the client exceeded nothing), with the limiter's
+//     wait as RetryInfo, the policies before it given back, and the
+//     limiter's error wrapped for errors.Is on the server (its text is not
+//     sent);
+//   - fail open, or a local fallback that admitted: the call is served;
+//     the failed policy is listed in ratelimit-policy but has no ratelimit
+//     item, since there is no state to describe.
+//
+// A call whose client goes away while a limiter decides (its context
+// ends) is not an outage: nothing is reported, the policies before are
+// given back, and the call ends with its context's status (Canceled,
+// DeadlineExceeded).
+//
+// # Keys
+//
+// ClientIP keys on the peer address unless the peer is a trusted proxy;
+// only then does it read "x-forwarded-for" (or RFC 7239 "forwarded") from
+// the incoming metadata, from the right, skipping trusted hops: the same
+// rules, and the same code, as httplimit.ClientIP. A client that sends the
+// metadata directly, or prepends fake entries through a trusted proxy, does
+// not change its key. Interceptors run in the order they are chained: put
+// this one after an authentication interceptor whose result a key
+// function reads from the context.
+//
+// # Clients
+//
+// A Pacer is the client side, for clients that limit themselves: its
+// interceptors wait until the client's own policies admit a call (rather
+// than send it to be denied), and retry a call the server denied with a
+// RetryInfo after the delay it names, up to PacerConfig.Retries times.
+//
+// # Observability
+//
+// Config.Hook (the atomiclimit.Hook of httplimit) receives allowed, denied
+// and error events per policy, and Interceptor.ReportEvictions forwards
+// the limiters' eviction counts to it.
+//
+// # Cost
+//
+// On an admitted unary call with the default metadata, the interceptor
+// adds no allocation (an API key adds one, grpc's copy of the metadata
+// value), and the time of the key function and of the limiters' Take:
+// BenchmarkUnary compares it with a bare interceptor chain.
+package grpclimit

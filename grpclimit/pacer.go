@@ -1,0 +1,205 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/door"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// PacerConfig configures a Pacer. A Pacer needs Policies, Retries, or both.
+type PacerConfig[K comparable] struct {
+	// Key returns a call's key from its outgoing context and full method
+	// (FullMethod, or a function of your own). Required with Policies.
+	Key KeyFunc[K]
+	// Policies are the client's own limits: a call waits until every one
+	// admits it, all at once (what one took is given back while another
+	// makes it wait).
+	Policies []Policy[K]
+	// Costs is the cost of a call (of opening a stream) of a full method
+	// name: 1 for a method not listed; 0 waits for nothing.
+	Costs map[string]int
+	// Retries is how many times a unary call that the server answered
+	// with a RetryInfo detail (codes.ResourceExhausted or Unavailable) is
+	// sent again, after the delay it names (0: never). A delay that would
+	// pass the call's deadline is not waited: the call fails at once.
+	Retries int
+	// Hook receives the pacer's events: Allowed when a call goes out, Denied
+	// for each policy that made it wait, with the wait (nil: none).
+	Hook atomiclimit.Hook
+}
+
+// A Pacer limits the calls a client makes, for clients that limit
+// themselves: a call waits until its policies admit it (rather than being
+// sent to be denied), and one the server denies with a RetryInfo is sent
+// again after the delay the server named. Install Unary and Stream with
+// grpc.WithChainUnaryInterceptor and grpc.WithChainStreamInterceptor. It is
+// safe for concurrent use.
+//
+// Waiting callers are not queued: each waits the wait its policies named
+// and asks again, so over any interval the calls sent stay within the
+// policies' bounds, but which of several waiting callers goes first is
+// not defined.
+type Pacer[K comparable] struct {
+	key     KeyFunc[K]
+	s       *stack[K] // nil without Policies
+	costs   map[string]int
+	retries int
+	hook    atomiclimit.Hook
+	errs    door.ErrorSink
+}
+
+// NewPacer validates c and returns the pacer it describes.
+func NewPacer[K comparable](c PacerConfig[K]) (*Pacer[K], error) {
+	if len(c.Policies) == 0 && c.Retries == 0 {
+		return nil, fmt.Errorf("%w: a pacer needs Policies or Retries", ErrConfig)
+	}
+	if c.Retries < 0 {
+		return nil, fmt.Errorf("%w: Retries %d, negative", ErrConfig, c.Retries)
+	}
+	if len(c.Policies) > 0 && c.Key == nil {
+		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
+	}
+	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries, hook: c.Hook}
+	if p.hook != nil {
+		p.errs = p.hook
+	}
+	for name, cost := range c.Costs {
+		if cost < 0 {
+			return nil, fmt.Errorf("%w: Costs[%q] = %d, negative", ErrConfig, name, cost)
+		}
+	}
+	var pols []*policy[K]
+	for i, cp := range c.Policies {
+		if cp.Name == "" && len(c.Policies) == 1 {
+			cp.Name = "default"
+		}
+		pol, err := newPolicy(fmt.Sprintf("Policies[%d]", i), cp)
+		if err != nil {
+			return nil, err
+		}
+		pols = append(pols, pol)
+	}
+	if len(pols) > 0 {
+		s, err := newStack(pols, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.s = s
+	}
+	return p, nil
+}
+
+// Unary returns the unary client interceptor: each call waits for its
+// policies, and is retried after a denial's RetryInfo up to Retries times.
+func (p *Pacer[K]) Unary() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		for attempt := 0; ; attempt++ {
+			if err := p.Wait(ctx, method); err != nil {
+				return err
+			}
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil || attempt >= p.retries {
+				return err
+			}
+			c := status.Code(err)
+			if c != codes.ResourceExhausted && c != codes.Unavailable {
+				return err
+			}
+			d, ok := RetryDelay(err)
+			if !ok || !sleep(ctx, d) {
+				return err
+			}
+		}
+	}
+}
+
+// Stream returns the stream client interceptor: opening a stream waits for
+// its policies. Streams are not retried.
+func (p *Pacer[K]) Stream() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if err := p.Wait(ctx, method); err != nil {
+			return nil, err
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+}
+
+// Wait blocks until the policies admit a call of method under its key, and
+// takes its cost. It fails with the status error of ctx's end
+// (codes.Canceled, DeadlineExceeded) if ctx ends first, at once with
+// codes.ResourceExhausted if the wait would pass ctx's deadline or the call
+// can never be admitted, with the key function's error, and with
+// codes.Unavailable if a limiter could not decide and failed closed.
+func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
+	if p.s == nil {
+		return nil
+	}
+	n := 1
+	if c, ok := p.costs[method]; ok {
+		n = c
+	}
+	key, err := p.key(ctx, method)
+	if err != nil {
+		return err
+	}
+	var out [door.MaxPolicies]door.Outcome
+	o := out[:len(p.s.pols)]
+	for {
+		clear(o) // Decide wants zero outcomes
+		res, at := p.s.d.Decide(ctx, key, n, o, p.errs)
+		switch res {
+		case door.Pass:
+			if p.hook != nil {
+				for j, pol := range p.s.pols {
+					if o[j].Kind == door.Admitted {
+						p.hook.Allowed(pol.name, n)
+					}
+				}
+			}
+			return nil
+		case door.Gone:
+			return status.FromContextError(ctx.Err()).Err()
+		case door.Unavailable:
+			return unavailable(p.s.pols[at].name, &o[at])
+		}
+		den := p.s.d.Denied(o)
+		if p.hook != nil {
+			for j, pol := range p.s.pols {
+				if o[j].Kind == door.Violated {
+					p.hook.Denied(pol.name, n, o[j].D.RetryAfter)
+				}
+			}
+		}
+		if den.RetryAfter == atomiclimit.Never {
+			return denied(p.s, key, o, den)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < den.RetryAfter {
+			return denied(p.s, key, o, den) // as x/time/rate's Wait: fail now, not at the deadline
+		}
+		if !sleep(ctx, den.RetryAfter) {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// sleep waits d or until ctx ends, and reports whether d passed (false if
+// ctx ended first, or would end before d passes).
+func sleep(ctx context.Context, d time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
