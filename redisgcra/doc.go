@@ -204,9 +204,15 @@
 // words, and the expiry); a denial, a peek and an n no state admits write
 // nothing. The key expires ⌈I/1 ms⌉ + 1 ms after the admission, I being the
 // Decision's ResetAfter: the time until the state decides as an absent key
-// does, so expiry changes no decision. A value of another length, or of another
-// type, is not a state of the rule: the call fails with Redis's error, writes
-// nothing, and the Outage policy decides.
+// does, so expiry changes no decision. A value that is not a state of the
+// rule (another type or length, a word of 2^53 or more, or a state idle later
+// than any the rule writes, with no expiry) is repaired as New's TAT is, in
+// the call that finds it: every band's strictest state at now (a window's
+// whole count used, every slot of the log expiring at now + W), expiring as
+// every state does; the call is decided on it (denied, Source redis, even
+// under FailOpen) and its error wraps ErrCorrupt. The key is thus never
+// unlimited and never locked out for ever: it refills within the longest idle
+// time of its bands.
 //
 // Bands are decided as in process (algo's Set: check every band, then
 // take from all), but with nothing between the check and the writes: no

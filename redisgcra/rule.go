@@ -282,6 +282,13 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	} else {
 		vals = make([]int64, r.replies) // a rolling band: two values per slice
 	}
+	// After a repair the reply ends with what the key held.
+	if vs, ok := reply.([]any); ok && len(vs) == r.replies+1 {
+		if what, ok := vs[r.replies].(string); ok {
+			err = fmt.Errorf("%w: key %q held %s; repaired as the rule's strictest state", ErrCorrupt, rkey, what)
+			reply = vs[:r.replies]
+		}
+	}
 	if !ints(reply, vals) {
 		return gcra.Decision{}, 0, rejectedReply(&ruleScript, reply)
 	}
@@ -304,9 +311,9 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		}
 	}
 	if o != opReceipt || !d.Allowed || w < 0 || !r.refunds {
-		return d, 0, nil
+		return d, 0, err
 	}
-	return d, uint64(w) + 1, nil // the window counted in, +1: never 0
+	return d, uint64(w) + 1, err // the window counted in, +1: never 0
 }
 
 func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, receipt uint64, _ int64) (bool, error) {

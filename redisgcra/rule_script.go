@@ -34,9 +34,18 @@ import (
 // 0 with nothing counted. The first
 // admission allocates the whole string, zero-filled; every admission
 // writes the bands' new words (SETRANGE) and sets the expiry; a denial, a
-// peek and n < 1 write nothing. A value of another length, or a word of
-// 2^53 or more, is not a state of the rule: the scripts reply an error and
-// write nothing.
+// peek and n < 1 write nothing.
+//
+// A value that is not a state of the rule (another type, another length, a
+// word of 2^53 or more, or a state idle later than any the rule writes,
+// b.after past now, with no expiry: it could deny for ever) is repaired by
+// the decision that finds it, as decideLua repairs GCRA's TAT: every
+// band's strictest state at now (GCRA's TAT now + B·T, a window's count N,
+// the counter's current count N, every slot of the log expiring at
+// now + W, the rolling window's head holding Q), with the usual expiry,
+// and the decision is made on it; the reply then ends with what the key
+// held (ErrCorrupt). The refund script gives nothing back from such a key
+// and writes nothing.
 //
 // The expiry is ⌈(I − now)/1 ms⌉ + 1 ms, I the latest instant at which a
 // band of the new state becomes idle, as in process (algo.Algorithm's
@@ -130,12 +139,20 @@ local function enc(v)
 end
 
 local key = KEYS[1]
-local len = redis.call('STRLEN', key)
-local bad = false
+-- what: what the key holds when that is not a state of the rule (nil while
+-- it is one, or absent)
+local what = nil
+local len = redis.pcall('STRLEN', key)
+if type(len) == 'table' then
+  if not len.err or string.sub(len.err, 1, 10) ~= 'WRONGTYPE ' then return len end
+  what = 'a value of type ' .. redis.call('TYPE', key).ok
+  len = 0
+end
+local big = false
 local function dec(s, i)
   local b1, b2, b3, b4, b5, b6, b7, b8 = string.byte(s, i, i + 7)
   if b1 ~= 0 or b2 >= 32 then
-    bad = true
+    big = true
     return 0
   end
   return ((b2 * 256 + b3) * 256 + b4) * P32 + ((b5 * 256 + b6) * 256 + b7) * 256 + b8
@@ -154,12 +171,6 @@ local function words(j, m)
   local s = redis.call('GETRANGE', key, 8 * j, 8 * (j + m) - 1)
   for x = 1, m do t[x] = dec(s, 8 * x - 7) end
   return t
-end
-local function foreign(size)
-  if bad then
-    return redis.error_reply('ERR redisgcra: ' .. key .. ' holds a word of 2^53 or more: not a state of this rule')
-  end
-  return redis.error_reply(string.format('ERR redisgcra: %s holds %d bytes, not a state of this rule (%d)', key, len, 8 * size))
 end
 `
 
@@ -210,106 +221,169 @@ local bands, size = {}, 0
 local i = 4
 while ARGV[i] do
   local b = {kind = ARGV[i], p = tonumber(ARGV[i+1]), q = tonumber(ARGV[i+2]), r = tonumber(ARGV[i+3]), s = tonumber(ARGV[i+4]), off = size}
-  if b.kind == 'g' then size = size + 1
-  elseif b.kind == 'f' then size = size + 2
-  elseif b.kind == 'c' then size = size + 3
-  elseif b.kind == 'l' then size = size + 1 + b.q
-  elseif b.kind == 'r' then size = size + 2 + 2 * b.q
+  -- b.after: the longest a state this rule writes takes to become idle
+  if b.kind == 'g' then size, b.after = size + 1, b.q
+  elseif b.kind == 'f' then size, b.after = size + 2, b.p
+  elseif b.kind == 'c' then size, b.after = size + 3, 2 * b.p
+  elseif b.kind == 'l' then size, b.after = size + 1 + b.q, b.p
+  elseif b.kind == 'r' then size, b.after = size + 2 + 2 * b.q, b.p * b.q
   else return redis.error_reply('ERR redisgcra: unknown band kind ' .. b.kind) end
   bands[#bands + 1] = b
   i = i + 5
 end
-if len ~= 0 and len ~= 8 * size then return foreign(size) end
-
-local ok = true
-local reply = {now, 0}
-for _, b in ipairs(bands) do
-  local o = b.off
-  if b.kind == 'g' then
-    local T, span, B = b.p, b.q, b.r
-    local tat = word(o)
-    local debt = 0
-    if tat > now then debt = tat - now end
-    b.ok = n == 0 or (n >= 1 and n <= B and debt + n * T <= span)
-    b.idle = now + debt + n * T
-    b.next = {{o, b.idle}}
-    reply[#reply + 1] = debt
-  elseif b.kind == 'f' then
-    local W, G, N = b.p, b.q, b.r
-    local sw, c = word(o), word(o + 1)
-    reply[#reply + 1] = sw
-    reply[#reply + 1] = c
-    local w = idiv(now - G, W)
-    if w > sw then c = 0 else w = sw end
-    b.ok = n == 0 or (n >= 1 and n <= N and c + n <= N)
-    b.next = {{o, w}, {o + 1, c + n}}
-    b.idle = G + (w + 1) * W
-  elseif b.kind == 'c' then
-    local W, G, N = b.p, b.q, b.r
-    local sw, prev, cur = word(o), word(o + 1), word(o + 2)
-    reply[#reply + 1] = sw
-    reply[#reply + 1] = prev
-    reply[#reply + 1] = cur
-    local t = now
-    local w = idiv(t - G, W)
-    if w == sw + 1 then prev, cur = cur, 0
-    elseif w > sw + 1 then prev, cur = 0, 0
-    elseif w < sw then w, t = sw, G + sw * W end
-    local pos = t - (G + w * W)
-    b.ok = n == 0 or (n >= 1 and n <= N and cur + n <= N and le(prev, W - pos, N - cur - n, W))
-    b.next = {{o, w}, {o + 1, prev}, {o + 2, cur + n}}
-    b.idle = G + (w + 2) * W
-  elseif b.kind == 'r' then
-    local P, K, Q, C = b.p, b.q, b.r, b.s
-    local hc = words(o, 2 + 2 * K)
-    local h, c = hc[1], hc[2]
-    for x = 1, 2 + 2 * K do reply[#reply + 1] = hc[x] end
-    local s = idiv(now, P)
-    if h > s then s = h end
-    local cs = 0
-    if s == h then cs = c end
-    local sum = cs
-    for j = math.max(s - K + 1, 0), s - 1 do
-      if j == h then sum = sum + c
-      elseif j < h then
-        local x = 3 + 2 * (j % K)
-        if hc[x] == j then sum = sum + hc[x + 1] end
-      end
-    end
-    b.ok = n == 0 or (n >= 1 and n <= C and cs + n <= C and sum + n <= Q)
-    b.next = {{o, s}, {o + 1, cs + n}}
-    if s > h then
-      local x = o + 2 + 2 * (h % K)
-      b.next[3], b.next[4] = {x, h}, {x + 1, c}
-    end
-    b.idle = (s + K) * P
-  else
-    local W, N = b.p, b.q
-    local k = word(o)
-    local function slot(j) return word(o + 1 + j % N) end
-    local oldest, second, latest = slot(k), slot(k + 1), slot(k + N - 1)
-    local e = 0
-    if latest <= now then e = N
-    elseif oldest <= now then
-      -- slot k expired, slot k−1 not: the first of k+1 … k+N−1 not expired
-      local lo, hi = 1, N - 1
-      while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        if slot(k + mid) <= now then lo = mid + 1 else hi = mid end
-      end
-      e = lo
-    end
-    b.ok = n == 0 or (n == 1 and oldest <= now)
-    b.idle = math.max(now + W, latest)
-    b.next = {{o + 1 + k, b.idle}, {o, (k + 1) % N}}
-    reply[#reply + 1] = e
-    reply[#reply + 1] = oldest
-    reply[#reply + 1] = second
-    reply[#reply + 1] = latest
-  end
-  ok = ok and b.ok
+if not what and len ~= 0 and len ~= 8 * size then
+  what = string.format('%d bytes, not the %d of this rule', len, 8 * size)
 end
-if bad then return foreign(size) end
+
+-- pass decides n on every band's state as stored, and notes b.was (when
+-- that state becomes idle), b.ok, b.next and b.idle (the words an
+-- admission writes, and when they become idle).
+local ok, reply
+local function pass()
+  ok, reply = true, {now, 0}
+  for _, b in ipairs(bands) do
+    local o = b.off
+    if b.kind == 'g' then
+      local T, span, B = b.p, b.q, b.r
+      local tat = word(o)
+      local debt = 0
+      if tat > now then debt = tat - now end
+      b.was = tat
+      b.ok = n == 0 or (n >= 1 and n <= B and debt + n * T <= span)
+      b.idle = now + debt + n * T
+      b.next = {{o, b.idle}}
+      reply[#reply + 1] = debt
+    elseif b.kind == 'f' then
+      local W, G, N = b.p, b.q, b.r
+      local sw, c = word(o), word(o + 1)
+      reply[#reply + 1] = sw
+      reply[#reply + 1] = c
+      b.was = G + sw * W
+      if c > 0 then b.was = b.was + W end
+      local w = idiv(now - G, W)
+      if w > sw then c = 0 else w = sw end
+      b.ok = n == 0 or (n >= 1 and n <= N and c + n <= N)
+      b.next = {{o, w}, {o + 1, c + n}}
+      b.idle = G + (w + 1) * W
+    elseif b.kind == 'c' then
+      local W, G, N = b.p, b.q, b.r
+      local sw, prev, cur = word(o), word(o + 1), word(o + 2)
+      reply[#reply + 1] = sw
+      reply[#reply + 1] = prev
+      reply[#reply + 1] = cur
+      b.was = G + sw * W
+      if cur > 0 then b.was = b.was + 2 * W elseif prev > 0 then b.was = b.was + W end
+      local t = now
+      local w = idiv(t - G, W)
+      if w == sw + 1 then prev, cur = cur, 0
+      elseif w > sw + 1 then prev, cur = 0, 0
+      elseif w < sw then w, t = sw, G + sw * W end
+      local pos = t - (G + w * W)
+      b.ok = n == 0 or (n >= 1 and n <= N and cur + n <= N and le(prev, W - pos, N - cur - n, W))
+      b.next = {{o, w}, {o + 1, prev}, {o + 2, cur + n}}
+      b.idle = G + (w + 2) * W
+    elseif b.kind == 'r' then
+      local P, K, Q, C = b.p, b.q, b.r, b.s
+      local hc = words(o, 2 + 2 * K)
+      local h, c = hc[1], hc[2]
+      for x = 1, 2 + 2 * K do reply[#reply + 1] = hc[x] end
+      local last = -1 -- the latest slice with a count
+      if c > 0 then last = h end
+      for x = 3, 1 + 2 * K, 2 do
+        if hc[x + 1] > 0 and hc[x] > last then last = hc[x] end
+      end
+      b.was = h * P
+      if last >= 0 then b.was = (last + K) * P end
+      local s = idiv(now, P)
+      if h > s then s = h end
+      local cs = 0
+      if s == h then cs = c end
+      local sum = cs
+      for j = math.max(s - K + 1, 0), s - 1 do
+        if j == h then sum = sum + c
+        elseif j < h then
+          local x = 3 + 2 * (j % K)
+          if hc[x] == j then sum = sum + hc[x + 1] end
+        end
+      end
+      b.ok = n == 0 or (n >= 1 and n <= C and cs + n <= C and sum + n <= Q)
+      b.next = {{o, s}, {o + 1, cs + n}}
+      if s > h then
+        local x = o + 2 + 2 * (h % K)
+        b.next[3], b.next[4] = {x, h}, {x + 1, c}
+      end
+      b.idle = (s + K) * P
+    else
+      local W, N = b.p, b.q
+      local k = word(o)
+      local function slot(j) return word(o + 1 + j % N) end
+      local oldest, second, latest = slot(k), slot(k + 1), slot(k + N - 1)
+      local e = 0
+      if latest <= now then e = N
+      elseif oldest <= now then
+        -- slot k expired, slot k−1 not: the first of k+1 … k+N−1 not expired
+        local lo, hi = 1, N - 1
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          if slot(k + mid) <= now then lo = mid + 1 else hi = mid end
+        end
+        e = lo
+      end
+      b.was = latest
+      b.ok = n == 0 or (n == 1 and oldest <= now)
+      b.idle = math.max(now + W, latest)
+      b.next = {{o + 1 + k, b.idle}, {o, (k + 1) % N}}
+      reply[#reply + 1] = e
+      reply[#reply + 1] = oldest
+      reply[#reply + 1] = second
+      reply[#reply + 1] = latest
+    end
+    ok = ok and b.ok
+  end
+end
+
+if not what then
+  pass()
+  if big then
+    what = 'a word of 2^53 or more'
+  else
+    -- A state idle later than any this rule writes can only be one that
+    -- another writer stored; with no expiry it would deny for ever.
+    for _, b in ipairs(bands) do
+      if b.was - now > b.after and redis.call('PTTL', key) < 0 then
+        what = string.format('a state idle %.0fµs from now, with no expiry', b.was - now)
+        break
+      end
+    end
+  end
+end
+if what then
+  -- The repair: every band's strictest state at now, expiring as every
+  -- state does, and the decision made on it.
+  redis.call('DEL', key)
+  redis.call('SETRANGE', key, 8 * size - 1, '\0')
+  len, big = 8 * size, false
+  for _, b in ipairs(bands) do
+    local o = b.off
+    if b.kind == 'g' then
+      redis.call('SETRANGE', key, 8 * o, enc(now + b.q))
+    elseif b.kind == 'f' then
+      redis.call('SETRANGE', key, 8 * o, enc(idiv(now - b.q, b.p)) .. enc(b.r))
+    elseif b.kind == 'c' then
+      redis.call('SETRANGE', key, 8 * o, enc(idiv(now - b.q, b.p)) .. enc(0) .. enc(b.r))
+    elseif b.kind == 'r' then
+      redis.call('SETRANGE', key, 8 * o, enc(idiv(now, b.p)) .. enc(b.r))
+    else
+      redis.call('SETRANGE', key, 8 * (o + 1), string.rep(enc(now + b.p), b.q))
+    end
+  end
+  pass()
+  local idle = now
+  for _, b in ipairs(bands) do
+    if b.was > idle then idle = b.was end
+  end
+  redis.call('PEXPIRE', key, idiv(idle - now + 999, 1000) + 1)
+end
 if ok then
   reply[2] = 1
   if op ~= '0' and n >= 1 then
@@ -325,6 +399,7 @@ if ok then
     redis.call('PEXPIRE', key, idiv(idle - now + 999, 1000) + 1)
   end
 end
+if what then reply[#reply + 1] = what end
 return reply
 `
 
@@ -343,11 +418,12 @@ const ruleRefundLua = `
 if redis.replicate_commands then redis.replicate_commands() end
 ` + wordsLua + `
 local kind, N, n, a, size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if len == 0 then return 0 end
-if len ~= 8 * size then return foreign(size) end
+-- Nothing to give back from an absent key, nor from one that is not a
+-- state of the rule (the next decision repairs it).
+if what or len ~= 8 * size then return 0 end
 local w, c1, c2 = word(0), word(1), 0
 if kind == 'c' then c2 = word(2) end
-if bad then return foreign(size) end
+if big then return 0 end
 if n < 1 or n > N then return 0 end
 if kind == 'f' or kind == 'r' then
   if w == a and c1 >= n then

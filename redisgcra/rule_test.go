@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,31 +208,132 @@ func TestRuleLayout(t *testing.T) {
 	assert.Equal(t, []uint64{uint64((now + 750_000) / 1_000_000), 2}, words(fx.Key("k")))
 }
 
-// TestRuleForeignState: a key that holds something else than the rule's
-// words is reported, and nothing is written: another length, a word of
-// 2^53 or more, another type.
-func TestRuleForeignState(t *testing.T) {
+// TestRuleCorruptRepaired: a key that holds something else than the
+// rule's words (another length, a word of 2^53 or more, another type, or a
+// state idle later than any the rule writes, with no expiry) is repaired
+// in the call that finds it, as main's GCRA repairs its TAT: every band's
+// strictest state at now, expiring as every state does, and the call is
+// decided on it (denied, Source redis, FailOpen or not) and reports
+// ErrCorrupt. So the key is never unlimited, and never locked out for
+// ever: the next call finds a state, and the key refills by the longest
+// idle time of its bands. Refund on such a key gives nothing back and
+// writes nothing.
+func TestRuleCorruptRepaired(t *testing.T) {
 	c := sharedServer(t).client(t)
 	ctx := context.Background()
-	l, err := redisgcra.NewRule(c, atomiclimit.SlidingCounter(5, time.Minute), redisgcra.WithKeyPrefix(uniq(t)))
-	require.NoError(t, err)
-	rk := l.Key("k")
-	for _, v := range []string{"1795435500712339", strings.Repeat("\x00", 16), "\x00\x20" + strings.Repeat("\x00", 22)} {
-		require.NoError(t, c.Set(ctx, rk, v, 0).Err())
-		r := l.Decide(ctx, "k", 1)
-		assert.Equal(t, redisgcra.SourceFailClosed, r.Source, "%q", v)
-		assert.ErrorContains(t, r.Err, "not a state of this rule", "%q", v)
-		got, err := c.Get(ctx, rk).Result()
-		require.NoError(t, err)
-		assert.Equal(t, v, got, "nothing written")
-		_, err = l.Refund(ctx, "k", 1, 1)
-		assert.ErrorContains(t, err, "not a state of this rule", "%q", v)
+	now := int64(1_800_000_000_000_000) // µs
+	corruptions := []struct {
+		name string
+		set  func(l *redisgcra.Limiter, rk string) error
+	}{
+		{"a decimal TAT", func(_ *redisgcra.Limiter, rk string) error { return c.Set(ctx, rk, "1795435500712339", 0).Err() }},
+		{"one word more", func(l *redisgcra.Limiter, rk string) error {
+			return c.Set(ctx, rk, strings.Repeat("\x00", 8*(stateWords(c, l)+1)), 0).Err()
+		}},
+		{"a word of 2^53", func(l *redisgcra.Limiter, rk string) error {
+			return c.Set(ctx, rk, "\x00\x20"+strings.Repeat("\x00", 8*stateWords(c, l)-2), 0).Err()
+		}},
+		{"a list", func(_ *redisgcra.Limiter, rk string) error { return c.LPush(ctx, rk, "x").Err() }},
+		{"a hash", func(_ *redisgcra.Limiter, rk string) error { return c.HSet(ctx, rk, "f", "1").Err() }},
+		{"a century ahead, no expiry", func(l *redisgcra.Limiter, rk string) error {
+			if r := l.DecideAt(ctx, "k", 1, true, now+100*365*24*3600_000_000); !r.Allowed {
+				return fmt.Errorf("not admitted: %v", r.Err)
+			}
+			return c.Persist(ctx, rk).Err()
+		}},
 	}
-	require.NoError(t, c.Del(ctx, rk).Err())
-	require.NoError(t, c.LPush(ctx, rk, "x").Err())
-	r := l.Decide(ctx, "k", 1)
-	assert.Equal(t, redisgcra.SourceFailClosed, r.Source)
-	assert.ErrorContains(t, r.Err, "WRONGTYPE")
+	for _, tc := range []struct {
+		rule    atomiclimit.Rule
+		longest time.Duration // the longest idle time of its bands
+	}{
+		{atomiclimit.FixedWindowUTC(3, time.Minute, 0), time.Minute},
+		{atomiclimit.SlidingCounter(3, time.Minute), 2 * time.Minute},
+		{atomiclimit.SlidingLog(3, time.Minute), time.Minute},
+		{atomiclimit.Rolling(3, time.Hour, time.Minute, 2), time.Hour},
+		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.SlidingCounter(5, time.Minute), atomiclimit.SlidingLog(4, time.Minute)), 2 * time.Minute},
+	} {
+		for _, bad := range corruptions {
+			for _, outage := range []redisgcra.Outage{redisgcra.FailClosed, redisgcra.FailOpen} {
+				where := fmt.Sprintf("%v, %s, %v", tc.rule, bad.name, outage)
+				l, err := redisgcra.NewRule(c, tc.rule, redisgcra.WithKeyPrefix(uniq(t)), redisgcra.WithOutage(outage))
+				require.NoError(t, err)
+				rk := l.Key("k")
+				require.NoError(t, bad.set(l, rk), where)
+
+				ok, err := l.RefundAt(ctx, "k", 1, 1, now)
+				require.NoError(t, err, where)
+				assert.False(t, ok, where)
+
+				r := l.DecideAt(ctx, "k", 1, true, now)
+				assert.Equal(t, redisgcra.SourceRedis, r.Source, where)
+				assert.ErrorIs(t, r.Err, redisgcra.ErrCorrupt, where)
+				assert.False(t, r.Allowed, where)
+				assert.Positive(t, r.RetryAfter, where)
+				assert.LessOrEqual(t, r.ResetAfter, tc.longest, where)
+				val, err := c.Get(ctx, rk).Result()
+				require.NoError(t, err, where)
+				assert.Len(t, val, 8*stateWords(c, l), where)
+				pttl, err := c.PTTL(ctx, rk).Result()
+				require.NoError(t, err, where)
+				assert.Positive(t, pttl, where)
+				assert.LessOrEqual(t, pttl, tc.longest+2*time.Millisecond, where)
+
+				// Repaired: a state like any other, which refills.
+				r = l.DecideAt(ctx, "k", 0, false, now)
+				assert.NoError(t, r.Err, where)
+				assert.Zero(t, r.Remaining, where)
+				later := now + tc.longest.Microseconds()
+				r = l.DecideAt(ctx, "k", 0, false, later)
+				assert.NoError(t, r.Err, where)
+				assert.Equal(t, l.DecideAt(ctx, "absent", 0, false, later), r, "%s: as an absent key", where)
+			}
+		}
+	}
+}
+
+// TestRuleCorruptThreshold: a state without an expiry is corrupt only if
+// it is idle later than any the rule writes: one the rule wrote at now
+// (its farthest) is not, whatever the kind; a log's state idle 1µs later
+// than that is.
+func TestRuleCorruptThreshold(t *testing.T) {
+	c := sharedServer(t).client(t)
+	ctx := context.Background()
+	now := int64(1_800_000_000_000_000) // µs
+	for _, rule := range []atomiclimit.Rule{
+		atomiclimit.FixedWindowUTC(3, time.Minute, 0),
+		atomiclimit.SlidingCounter(3, time.Minute),
+		atomiclimit.SlidingLog(3, time.Minute),
+		atomiclimit.Rolling(3, time.Hour, time.Minute, 2),
+		atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.SlidingLog(4, time.Minute)),
+	} {
+		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
+		require.NoError(t, err)
+		require.True(t, l.DecideAt(ctx, "k", 1, true, now).Allowed)
+		require.NoError(t, c.Persist(ctx, l.Key("k")).Err())
+		r := l.DecideAt(ctx, "k", 1, true, now)
+		assert.NoError(t, r.Err, "%v", rule)
+		assert.True(t, r.Allowed, "%v", rule)
+	}
+	l, err := redisgcra.NewRule(c, atomiclimit.SlidingLog(3, time.Minute), redisgcra.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+	require.True(t, l.DecideAt(ctx, "k", 1, true, now+1).Allowed)
+	require.NoError(t, c.Persist(ctx, l.Key("k")).Err())
+	assert.ErrorIs(t, l.DecideAt(ctx, "k", 1, true, now).Err, redisgcra.ErrCorrupt)
+}
+
+// stateWords is the number of words of l's state, as its first admission
+// (on a key of its own) writes them.
+func stateWords(c *redis.Client, l *redisgcra.Limiter) int {
+	ctx := context.Background()
+	key := fmt.Sprint("stateWords:", prefixSeq.Add(1))
+	if !l.Allow(ctx, key) {
+		panic("stateWords: not admitted")
+	}
+	n, err := c.StrLen(ctx, l.Key(key)).Result()
+	if err != nil {
+		panic(err)
+	}
+	return int(n) / 8
 }
 
 // TestRuleOutage: the Outage policies apply to every rule, with the rule's
@@ -376,4 +478,28 @@ func TestRuleConcurrent(t *testing.T) {
 		assert.Equal(t, int64(tc.want), admitted.Load(), "%v", tc.rule)
 	}
 	assert.False(t, errors.Is(nil, redisgcra.ErrUnsupported))
+}
+
+// TestRuleReset: Reset removes a rule's whole state, every band's, which is
+// one Redis key: the key decides as a new one.
+func TestRuleReset(t *testing.T) {
+	c := sharedServer(t).client(t)
+	ctx := context.Background()
+	for _, rule := range []atomiclimit.Rule{
+		atomiclimit.SlidingLog(2, time.Hour),
+		atomiclimit.Rolling(2, 24*time.Hour, time.Hour, 0),
+		atomiclimit.Bands(atomiclimit.FixedWindowUTC(2, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour), atomiclimit.SlidingLog(5, time.Hour)),
+	} {
+		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
+		require.NoError(t, err)
+		require.True(t, l.AllowN(ctx, "k", 1))
+		require.True(t, l.AllowN(ctx, "k", 1))
+		require.False(t, l.Allow(ctx, "k"), "%v", rule)
+		require.NoError(t, l.Reset(ctx, "k"))
+		n, err := c.Exists(ctx, l.Key("k")).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "%v", rule)
+		assert.Equal(t, l.Peek(ctx, "absent", 0).Decision, l.Peek(ctx, "k", 0).Decision, "%v", rule)
+		assert.True(t, l.Allow(ctx, "k"), "%v", rule)
+	}
 }
