@@ -53,7 +53,9 @@ var (
 	// SourceRedis. The key is thus neither unlimited (the repair is the
 	// strictest state a key can be in) nor locked out for ever: it refills
 	// as any key does, and is full after B·T. Peek and Check repair too.
-	// The error names the key and the value it held.
+	// The error names the key and the value it held. NewRule's rules are
+	// repaired likewise, as every band's strictest state (see the package
+	// doc, "Every rule").
 	ErrCorrupt = errors.New("redisgcra: corrupt state")
 
 	// ErrCircuitOpen is wrapped, with ErrUnavailable, by the error of a call

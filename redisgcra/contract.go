@@ -62,10 +62,10 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int, r atomiclimit.R
 
 // refund is Refund; nowMicros ≥ 0 replaces Redis TIME (tests only).
 func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64, nowMicros int64) (bool, error) {
-	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.params.Burst()) {
+	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}
-	ok, err := l.evalRefund(ctx, l.Key(key), n, receipt, nowMicros)
+	ok, err := l.remote.refund(ctx, l, l.Key(key), n, receipt, nowMicros)
 	if err != nil {
 		l.observeErr(err)
 		return false, err

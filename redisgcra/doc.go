@@ -6,6 +6,8 @@
 // any client that implements redis.Scripter from
 // github.com/redis/go-redis/v9: a single node (*redis.Client), Redis
 // Cluster (*redis.ClusterClient) and client-side sharding (*redis.Ring).
+// New takes a GCRA limit; NewRule takes the other rules of package
+// atomiclimit too, and bands of them (see "Every rule").
 //
 // # The model
 //
@@ -160,4 +162,117 @@
 // after the Redis denial that last refreshed it: that is the cache's whole
 // staleness after any reset or refund elsewhere. Reset in this process
 // forgets the key at once.
+//
+// # Every rule
+//
+// NewRule decides an atomiclimit.Rule in Redis, one script call per
+// decision on Redis TIME, with the decisions an in-process limiter of the
+// same rule (atomiclimit.NewKeyedRule) makes at the instants TIME reports,
+// every field of them. The rules, and what "the same" means in a fleet:
+//
+//   - GCRA: New's limiter.
+//   - FixedWindowUTC: windows on the UTC boundaries offset + k·period,
+//     which every process computes alike. FixedWindow is rejected
+//     (ErrUnsupported): its windows start when one limiter is created, an
+//     instant a fleet does not share; FixedWindowUTC(n, period, 0) is the
+//     fleet's version of it.
+//   - SlidingCounter: its two fixed windows are on the UTC boundaries
+//     k·period (an in-process counter has them where its limiter starts:
+//     the two agree when that is on such a boundary).
+//   - SlidingLog: exact; N expiries per key.
+//   - Rolling: its slices are on the UTC boundaries k·slice, as the
+//     counter's windows.
+//   - Bands of these: all or nothing, in one call and one Redis key.
+//
+// AnchoredWindow is not decided in Redis (ErrUnsupported): in process,
+// each window's end is kept to a resolution of up to 2^(bits.Len(n)−2) ns
+// counted from the limiter's epoch, so two in-process limiters of the same
+// rule already differ by that much, and no one decision is "the same" in
+// a fleet.
+//
+// A key's state is one Redis string of 8-byte words, big-endian, the bands'
+// words one after another (rule_script.go draws the layout): GCRA 1 word (its
+// TAT), the fixed window 2 (window index, count), the counter 3 (window index,
+// the previous and the current count), the log 1 + N (its head, then the expiry
+// of each of its last N admissions): 8·(N + 1) bytes for the log, as in
+// process; the rolling window 2 + 2K (its head's slice and count, then each of
+// its K slots' slice and count: twice the in-process words, whose index and
+// count share one word). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
+// key name of about 20 bytes: 104 bytes for a window or a log of 2, 968 for a
+// log of 100, 520 for a rolling day by the hour). An absent key reads as zeros,
+// each algorithm's fresh state. Only an admission writes (every band's new
+// words, and the expiry); a denial, a peek and an n no state admits write
+// nothing. The key expires ⌈I/1 ms⌉ + 1 ms after the admission, I being the
+// Decision's ResetAfter: the time until the state decides as an absent key
+// does, so expiry changes no decision. A value that is not a state of the
+// rule (another type or length, a word of 2^53 or more, or a state idle later
+// than any the rule writes, with no expiry) is repaired as New's TAT is, in
+// the call that finds it: every band's strictest state at now (a window's
+// whole count used, every slot of the log expiring at now + W), expiring as
+// every state does; the call is decided on it (denied, Source redis, even
+// under FailOpen) and its error wraps ErrCorrupt. The key is thus never
+// unlimited and never locked out for ever: it refills within the longest idle
+// time of its bands.
+//
+// Bands are decided as in process (algo's Set: check every band, then
+// take from all), but with nothing between the check and the writes: no
+// band can deny late, so nothing is ever refunded. All the bands of a key
+// are in its one Redis key, so the script names one key: one Cluster slot,
+// with or without WithHashTag (which still puts a user's limiters of
+// several prefixes in one slot).
+//
+// The script decides Allowed and writes; it replies the state it read, and the
+// Limiter rebuilds the Decision from it with the in-process code: gcra.Params
+// and the window package's FixedParams, CounterParams and RollingParams (the
+// very functions in-process limiters run), on a time base of the band's own
+// whose window 0 is now's (K slices before it for the rolling window, whose
+// words are rebuilt there); for the log, whose in-process Decision reads the
+// whole ring, LogRing's formulas on the four values they need (the expired
+// count, the oldest, second and latest expiries). The two sides' Allowed are
+// compared on every call (a mismatch is counted; the tests assert none). The
+// shared vectors (vectors_rules_test.go: hand-written timelines and random
+// ones, with stale and backward times, refunds, n out of range) run every rule
+// through an in-process limiter and a real redis-server, and a 3-master Redis
+// Cluster, and fail on any difference.
+//
+// Take returns a receipt for a rule of one fixed, counter or rolling band: the
+// window or slice the admission was counted in (+1). Refund then gives n back
+// exactly as in process (from that window's count while the state counts it,
+// from the counter's previous count once it has moved on, and nothing once the
+// window has left or counts less than n), in one call that reads no clock. The
+// log's and bands' receipts are 0 and their Refund makes no call, as in process
+// (Quota().Refunds()). Quota is the in-process Quota (T rounded up for a GCRA
+// band, as New's). The Outage policies apply as to New's limiters, with the
+// rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
+// log); FailClosed's RetryAfter hint is Window/Limit of Quota, at most a
+// second. WithOverLimitCache is GCRA's only (ErrUnsupported).
+//
+// # Microseconds, and why they never make Redis more permissive
+//
+// Three places meet Redis's resolution of 1µs:
+//
+//   - The clock. Redis TIME is whole µs, so every decision is made at a
+//     whole µs; the decisions are the in-process ones at those instants,
+//     and every bound the in-process algorithms prove on the times their
+//     decisions are made at (N per window, 2N − 1 in a rolling window for
+//     the counter, N in every rolling window for the log, Q in every K
+//     consecutive slices for the rolling window, B + d/T for GCRA) holds
+//     on TIME's readings.
+//   - The parameters. A window, a slice and a UTC offset must be whole µs
+//     (ErrResolution): they are not rounded, so the limits are
+//     exactly the user's. A GCRA band's interval, which the rate only
+//     implies, is rounded up as New rounds it: B + d/T_redis ≤ B + d/T.
+//   - The arithmetic. Every value the script handles is an integer below
+//     2^53 µs, exact in Lua's doubles: times (until the year 2255), a time
+//     plus two windows (W ≤ 2^61 ns, until 2109, as for GCRA), counts. The
+//     floor divisions are exact (rule_script.go proves it), and the
+//     counter's test prev·(W − pos) ≤ (N − cur − n)·W, whose products need
+//     up to 106 bits, is computed on 18-bit limbs, exactly: doubles would
+//     get it wrong (a vector of 8,428,446 per day shows one).
+//
+// So no step rounds a quantity the decision depends on, other than TIME
+// itself. The Decision's durations are the in-process ones, in ns: the
+// counter's waits may fall between microseconds (RetryAfter 166666667ns);
+// the request fits from the first TIME reading at or after that instant,
+// within 1µs of it.
 package redisgcra

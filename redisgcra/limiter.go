@@ -41,6 +41,20 @@ type Limiter struct {
 
 	quota atomiclimit.Quota // Quota's answer for every key. Immutable.
 
+	// remote decides in Redis: GCRA's scripts (New), or a rule's (NewRule).
+	// Every decision and refund goes through it. Immutable.
+	remote remote
+	// rule is the rule given to NewRule; nil for New.
+	rule *atomiclimit.Rule
+	// maxN is the most one request can take from a state: the burst, a
+	// window's count, 1 for the log, the least of them for bands (0 for
+	// DenyAll). Larger requests are never admitted: they only read the
+	// state, and the Outage policies deny them.
+	maxN int
+	// hint is FailClosed's RetryAfter: one interval (Quota's Window/Limit,
+	// T for GCRA), at most a second.
+	hint time.Duration
+
 	prefix  string
 	hashTag bool
 	timeout time.Duration // 0: none beyond the context's and the client's
@@ -168,6 +182,7 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 	if l.params.IsUnlimited() {
 		l.quota.Limit, l.quota.Window, l.quota.IdleAfter = math.MaxInt, 0, 0
 	}
+	l.remote, l.maxN, l.hint = gcraRemote{}, l.params.Burst(), min(l.params.Interval(), time.Second)
 
 	cfg := config{prefix: DefaultKeyPrefix, outage: FailClosed}
 	for _, o := range opts {
@@ -295,10 +310,10 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
 func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, uint64) {
-	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
-		o = opPeek // n < 1 or n > B: a peek, or never admitted: only read the state
+	if uint64(int64(n)-1) >= uint64(l.maxN) {
+		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
-	debt, ok, stored, err := l.eval(ctx, l.Key(key), n, o, nowMicros)
+	d, stored, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		// The policy's admissions carry receipt 0: Redis holds no TAT of
 		// theirs, and FallbackTo's are not refundable (see Take).
@@ -306,21 +321,9 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 	}
 	// err is nil, or reports a corrupt state that the script repaired
 	// before deciding: the decision is Redis's all the same.
-	// The script decided in µs exactly as Decide does in ns on the same
-	// values (package doc), so the two agree on Allowed; the tests check it
-	// on every vector. Every field depends on TAT only through the debt.
-	_, d := l.params.Decide(debt, 0, n)
-	if d.Allowed != ok {
-		// Unreachable unless another writer stored a non-integer TAT; trust
-		// what Redis did. The tests assert that this never happens.
-		scriptMismatches.Add(1)
-		d.Allowed = ok
-		if ok {
-			d.RetryAfter = 0
-		}
-	}
-	if !d.Allowed && debt > 0 && l.cache != nil {
-		l.cache.record(key, sent+debt-cacheMargin, sent)
+	if !d.Allowed && d.ResetAfter > 0 && l.cache != nil {
+		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
+		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
 	return Result{Decision: d, Source: SourceRedis, Err: err}, stored
 }
@@ -383,15 +386,15 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 		}
 		return Result{Decision: l.outage.local.Peek(key, n), Source: SourceFallback, Err: err}
 	case outageOpen:
-		if uint64(int64(n)-1) < uint64(l.params.Burst()) {
+		if uint64(int64(n)-1) < uint64(l.maxN) {
 			return Result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}
 		}
 		return Result{Decision: gcra.Decision{RetryAfter: gcra.Never}, Source: SourceFailOpen, Err: err}
 	}
 	// FailClosed. The state is unknown; RetryAfter is a hint, one interval
 	// (at most a second), except for requests that can never pass.
-	retry := min(l.params.Interval(), time.Second)
-	if uint64(int64(n)-1) >= uint64(l.params.Burst()) {
+	retry := l.hint
+	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		retry = gcra.Never
 	}
 	return Result{Decision: gcra.Decision{RetryAfter: retry}, Source: SourceFailClosed, Err: err}
@@ -411,14 +414,25 @@ func (l *Limiter) Key(key string) string {
 
 // Params returns the parameters Redis decides with: the limit's interval
 // rounded up to whole microseconds, and the burst. Decisions are exactly
-// Params().Decide's on Redis's clock.
-func (l *Limiter) Params() *gcra.Params { return &l.params }
+// Params().Decide's on Redis's clock. It is nil for a limiter of another
+// rule (NewRule).
+func (l *Limiter) Params() *gcra.Params {
+	if l.rule != nil {
+		return nil
+	}
+	return &l.params
+}
 
-// Limit returns the limit as given to New (before rounding).
+// Limit returns the limit as given to New (before rounding); the zero
+// Limit for a limiter of another rule (NewRule).
 func (l *Limiter) Limit() gcra.Limit { return l.limit }
 
-// String describes the limiter, e.g. "100/1s burst 10 (T 10ms) in redis".
+// String describes the limiter, e.g. "100/1s burst 10 (T 10ms) in redis",
+// or for NewRule the rule, e.g. "log 60/1m0s in redis".
 func (l *Limiter) String() string {
+	if l.rule != nil {
+		return l.rule.String() + " in redis"
+	}
 	return fmt.Sprintf("%v burst %d (T %v) in redis", l.limit, l.params.Burst(), l.params.Interval())
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -182,8 +183,12 @@ func TestVectorsGCRA(t *testing.T) {
 }
 
 func TestVectorsRedis(t *testing.T) {
-	s := sharedServer(t)
-	c := s.client(t)
+	runGCRAVectors(t, sharedServer(t).client(t), "")
+}
+
+// runGCRAVectors runs every GCRA vector through gcra and through Redis via
+// c, on keys under prefix.
+func runGCRAVectors(t *testing.T, c redis.UniversalClient, prefix string) {
 	ctx := context.Background()
 	// Real magnitudes: the vectors' timeline starts at the server's time.
 	base, err := c.Time(ctx).Result()
@@ -191,8 +196,7 @@ func TestVectorsRedis(t *testing.T) {
 	t0 := base.UnixMicro()
 	before := redisgcra.ScriptMismatches()
 	for vi, v := range allVectors() {
-		prefix := fmt.Sprintf("vec%d:", vi) + uniq(t)
-		l, err := redisgcra.New(c, v.limit, v.burst, redisgcra.WithKeyPrefix(prefix))
+		l, err := redisgcra.New(c, v.limit, v.burst, redisgcra.WithKeyPrefix(prefix+fmt.Sprintf("vec%d:", vi)+uniq(t)))
 		require.NoError(t, err)
 		p := l.Params()
 		ref := gcraRun(p, v.steps)
