@@ -189,3 +189,37 @@ func TestKeyedTakeRefundAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs, c.name)
 	}
 }
+
+// An anchored window's refund of the admission that opened the window,
+// after a later admission, would leave the later one in a window anchored
+// before it: given back, AnchoredWindow(2, 1m) with admissions at 0s and
+// 59s admitted two more at 60s. The refund gives nothing back then; the
+// same refund with nothing after it, or of an admission that did not open
+// the window, does.
+func TestAnchoredRefundOfTheOpener(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	k, err := core.NewKeyed[string](core.AnchoredWindow(2, time.Minute), core.WithClock(clk), core.WithSweepInterval(0))
+	require.NoError(t, err)
+	_, first, _ := k.Take(ctx, "k", 1)
+	clk.Advance(59 * time.Second)
+	_, _, _ = k.Take(ctx, "k", 1)
+	ok, _ := k.Refund(ctx, "k", 1, first)
+	require.False(t, ok, "the opener, with an admission after it")
+	clk.Advance(time.Second)
+	admitted := 0
+	for range 4 {
+		if d, _, _ := k.Take(ctx, "k", 1); d.Allowed {
+			admitted++
+		}
+	}
+	require.Equal(t, 2, admitted, "a new window at 60s, with the full quota and no more")
+
+	_, opener, _ := k.Take(ctx, "fresh", 1)
+	ok, _ = k.Refund(ctx, "fresh", 1, opener)
+	require.True(t, ok, "the opener with nothing after it: the window closes")
+	_, _, _ = k.Take(ctx, "mid", 1)
+	_, second, _ := k.Take(ctx, "mid", 1)
+	ok, _ = k.Refund(ctx, "mid", 1, second)
+	require.True(t, ok, "not the opener: the anchor stays right")
+}

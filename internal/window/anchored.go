@@ -173,9 +173,20 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 // falls to 0 is no longer open: the next request opens one at its own time
 // (no earlier than the refunded anchor), as if the refunded admission had
 // never been made.
+//
+// An admission that opened its window (its count is n) is given back only
+// while nothing was admitted after it (state == admitted): the window's
+// anchor is its time, and the admissions after it, left in a window
+// anchored earlier than the first of them, would see it end sooner than
+// it would have without the refunded admission, and a new window open
+// sooner (AnchoredWindow(2, 1m), admissions at 0s and 59s, the first
+// refunded: two more at 60s, four in one second).
 func (p *AnchoredParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
 	if state == Retired || state>>p.shift != admitted>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
 		return state, false
+	}
+	if admitted&p.mask <= uint64(n) && state != admitted {
+		return state, false // it opened the window, and others came after it
 	}
 	return state - uint64(n), true
 }
