@@ -86,26 +86,41 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outc
 	}
 	vals := make([]string, k)
 	merge := len(h) > 0 // an outer middleware may have written its own fields
-	put := func(name, v string) {
+	// set1 writes v; list writes v after an outer middleware's list, if any.
+	set1 := func(name, v string) {
+		vals[0] = v
+		h[name] = vals[:1:1]
+		vals = vals[1:]
+	}
+	list := func(name, v string) {
 		if merge {
 			if old := h[name]; len(old) > 0 && old[0] != "" {
 				v = old[0] + ", " + v // an outer middleware's list, then ours
 			}
 		}
-		vals[0] = v
-		h[name] = vals[:1:1]
-		vals = vals[1:]
+		set1(name, v)
 	}
 	if items > 0 && set&HeaderRateLimit != 0 {
-		put(hdrRateLimit, ratefields.RateLimitValue(out, fs, n, items, pk))
+		list(hdrRateLimit, ratefields.RateLimitValue(out, fs, n, items, pk))
 	}
 	if policies > 0 && set&HeaderPolicy != 0 {
-		put(hdrPolicy, s.joined.PolicyValue(fs, policies, pk))
+		list(hdrPolicy, s.joined.PolicyValue(fs, policies, pk))
 	}
 	if least >= 0 && set&HeaderLegacy != 0 {
-		put(hdrXLimit, fs[least].Limit)
-		put(hdrXRemaining, strconv.Itoa(leastR))
-		put(hdrXReset, strconv.FormatInt(ratefields.CeilSeconds(out[least].D.ResetAfter), 10))
+		// One integer each, not a list: of an outer middleware's set and
+		// ours, the one with the fewest remaining stays.
+		keepOuter := false
+		if old := h[hdrXRemaining]; merge && len(old) > 0 {
+			prev, err := strconv.Atoi(old[0])
+			keepOuter = err == nil && prev <= leastR
+		}
+		if keepOuter {
+			vals = vals[3:]
+		} else {
+			set1(hdrXLimit, fs[least].Limit)
+			set1(hdrXRemaining, strconv.Itoa(leastR))
+			set1(hdrXReset, strconv.FormatInt(ratefields.CeilSeconds(out[least].D.ResetAfter), 10))
+		}
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
 		if old := h[hdrRetryAfter]; merge && len(old) > 0 {
@@ -114,7 +129,7 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outc
 			}
 			delete(h, hdrRetryAfter)
 		}
-		put(hdrRetryAfter, strconv.FormatInt(ra, 10))
+		set1(hdrRetryAfter, strconv.FormatInt(ra, 10))
 	}
 }
 

@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -263,6 +264,15 @@ func TestNestedMiddlewaresExtendFields(t *testing.T) {
 		t.Fatalf("RateLimit-Policy %q", got)
 	}
 	checkFieldLists(t, w.Header())
+
+	// The legacy headers hold one integer each: the set with the fewest
+	// remaining, not a list.
+	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
+	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(5), 5)}}})
+	w = do(outerAll.Handler(innerAll.Handler(okHandler)), "GET", "/", "", "X-Client", "k")
+	if got := fmt.Sprint(w.Header().Values("X-Ratelimit-Limit"), w.Header().Values("X-Ratelimit-Remaining")); got != "[5] [4]" {
+		t.Fatalf("legacy headers %s, want the inner policy's alone (fewest remaining)", got)
+	}
 }
 
 // checkFieldLists checks RateLimit-Policy and RateLimit as Structured
@@ -327,6 +337,38 @@ func TestStackConfigErrors(t *testing.T) {
 	} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A request admitted by two policies allocates nothing with the headers
+// off, and two values with the default headers: the header slice (as for
+// one policy) and the RateLimit list, whose r values change per request
+// (RateLimit-Policy's list is built once per combination of quotas).
+func TestStackedAllowPathAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		set  HeaderSet
+		want float64
+	}{{HeadersNone, 0}, {DefaultHeaders, 2}} {
+		lim := func() *atomiclimit.Keyed[string] {
+			k, err := atomiclimit.NewKeyed[string](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: tc.set, Policies: []Policy[string]{
+			{Name: "a", Limiter: lim()}, {Name: "b", Limiter: lim()}}}).Handler(okHandler)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Client", "k")
+		w := newReuseWriter()
+		h.ServeHTTP(w, r)
+		n := testing.AllocsPerRun(500, func() {
+			w.reset()
+			h.ServeHTTP(w, r)
+		})
+		if w.status != 200 || n != tc.want {
+			t.Errorf("headers %#x: %d, %v allocs per request, want %v", uint8(tc.set), w.status, n, tc.want)
 		}
 	}
 }

@@ -151,7 +151,7 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 		o.D, o.Receipt = d, rc
 		switch {
 		case err != nil:
-			if ctx.Err() != nil {
+			if callerDone(ctx) {
 				s.giveBack(ctx, out, i, key, n, onError)
 				return Gone, j
 			}
@@ -176,6 +176,17 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 	return Pass, -1
 }
 
+// callerDone reports whether the caller's context has ended, or is past its
+// deadline: a remote limiter may see the deadline pass (and answer that the
+// caller gave up) a moment before the context's own timer sets ctx.Err().
+func callerDone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // giveBack refunds the admissions of the policies asked before the i-th (in
 // asking order), last first. A refund is made even if the caller has gone:
 // the admission was not used.
@@ -187,15 +198,17 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 	for k := i - 1; k >= 0; k-- {
 		j := s.order[k]
 		o := &out[j]
-		if o.Kind != Admitted || o.Receipt == 0 {
+		// An admission, or an outage policy's (a remote limiter's local
+		// fallback) that has a receipt: both were charged somewhere.
+		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == 0 {
 			continue
 		}
 		ok, err := s.Policies[j].Limiter.Refund(ctx, key, n, o.Receipt)
 		if err != nil && onError != nil {
 			onError.Error(s.Policies[j].Name, err)
 		}
-		if ok {
-			o.Kind = Refunded
+		if ok && o.Kind == Admitted {
+			o.Kind = Refunded // an Unknown stays unknown: no state to describe
 		}
 	}
 }
@@ -210,7 +223,7 @@ func (s *Stack[K]) checkRest(ctx context.Context, out []Outcome, i int, key K, n
 		switch {
 		case err != nil:
 			o.Kind, o.Err = Unknown, err
-			if onError != nil && ctx.Err() == nil {
+			if onError != nil && !callerDone(ctx) {
 				onError.Error(p.Name, err)
 			}
 		case d.Allowed:

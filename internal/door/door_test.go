@@ -143,3 +143,25 @@ func TestNewStack(t *testing.T) {
 		}
 	}
 }
+
+// pastDeadline is a context whose deadline has passed while its Err is
+// still nil: the moment before its timer fires, which a remote limiter may
+// already have seen as the caller giving up.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Unix(1, 0), true }
+
+// A caller past its deadline is gone, even before ctx.Err() says so: no
+// error reported, nothing charged, no 503.
+func TestDecideDeadlinePassed(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	a := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(2), 2))
+	remote := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(9), 9))}
+	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", remote))
+	var got errs
+	out := make([]Outcome, 2)
+	before := a.Peek("k", 0)
+	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, &got); res != Gone || len(got) != 0 || a.Peek("k", 0) != before {
+		t.Fatalf("%v, errors %q, a %+v then %+v", res, got, before, a.Peek("k", 0))
+	}
+}
