@@ -55,6 +55,7 @@ type outcome struct {
 	err     error
 	receipt atomiclimit.Receipt
 	refund  bool // Refund's: d.Allowed is what it returned
+	take    bool // Take's: receipt is what it returned
 }
 
 // noSource stands for the Source that the contract's forms do not report.
@@ -75,7 +76,7 @@ var callerOps = []struct {
 	}},
 	{"Take", func(ctx context.Context, l *redisgcra.Limiter) outcome {
 		d, receipt, err := l.Take(ctx, "k", 1)
-		return outcome{d: d, source: noSource, err: err, receipt: receipt}
+		return outcome{d: d, source: noSource, err: err, receipt: receipt, take: true}
 	}},
 	{"Check", func(ctx context.Context, l *redisgcra.Limiter) outcome {
 		d, err := l.Check(ctx, "k", 1)
@@ -112,7 +113,9 @@ func checkOutage(t *testing.T, p policy, o outcome) {
 		assert.Equal(t, p.source, o.source)
 	}
 	assert.ErrorIs(t, o.err, redisgcra.ErrUnavailable)
-	assert.Zero(t, o.receipt)
+	// A receipt only for the local fallback's admissions (Take's): Refund
+	// gives those back to the local limiter.
+	assert.Equal(t, p.name == "fallback" && o.d.Allowed && o.take, o.receipt != 0)
 	assert.Equal(t, p.name != "fail-closed" && !o.refund, o.d.Allowed)
 }
 

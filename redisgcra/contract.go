@@ -14,9 +14,11 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // the receipt that Refund needs to give the admission back: the TAT the
 // script stored, in µs on Redis TIME (never 0). The receipt is 0 when
 // nothing was stored in Redis: a denial, a peek (n = 0), n out of range,
-// Unlimited and DenyAll, a denial by the over-limit cache, and a decision
-// of the Outage policy (FailOpen's admissions, and FallbackTo's, which
-// therefore cannot be given back; the local limiter keeps them).
+// Unlimited and DenyAll, a denial by the over-limit cache, and FailOpen's
+// admissions. An admission FallbackTo's local limiter made during an outage
+// has that limiter's receipt, tagged: Refund gives it back there, so a door
+// that refunds it (another policy denied) leaves the local limiter as if
+// the request had never come.
 //
 // The error is nil when Redis, the cache or the static limit decided, but
 // for a corrupt state that Redis repaired and decided on (ErrCorrupt: a
@@ -28,8 +30,16 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // decision is the zero one (Decide's SourceCaller).
 func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	r, stored := l.decide(ctx, key, n, opReceipt, -1)
+	if r.local != 0 && r.local&fallbackTag == 0 {
+		stored = r.local | fallbackTag // FallbackTo's admission: Refund gives it back there
+	}
 	return r.Decision, atomiclimit.Receipt(stored), r.Err
 }
+
+// fallbackTag marks a receipt of FallbackTo's local limiter: Redis's
+// receipts are below 2^53, and a local receipt with this bit set already
+// (none in practice) is returned as 0, nothing to give back.
+const fallbackTag = uint64(1) << 63
 
 // Check returns the decision Take(ctx, key, n) would make now, taking
 // nothing: Peek in the contract's form, with Take's errors.
@@ -62,6 +72,13 @@ func (l *Limiter) Refund(ctx context.Context, key string, n int, r atomiclimit.R
 
 // refund is Refund; nowMicros ≥ 0 replaces Redis TIME (tests only).
 func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64, nowMicros int64) (bool, error) {
+	if receipt&fallbackTag != 0 {
+		// An admission FallbackTo's limiter made during an outage.
+		if l.outage.kind != outageFallback {
+			return false, nil
+		}
+		return l.outage.local.Refund(ctx, key, n, atomiclimit.Receipt(receipt&^fallbackTag))
+	}
 	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}

@@ -103,7 +103,9 @@ func TestReceiptsZero(t *testing.T) {
 	}
 	assert.Zero(t, none.calls)
 
-	// The Outage policies' admissions: nothing in Redis to give back.
+	// The Outage policies' admissions: FailOpen's took nothing anywhere;
+	// FallbackTo's took from the local limiter, and its receipt gives it
+	// back there (a door refunds it when another policy denies).
 	for _, name := range []string{"fail-open", "fallback"} {
 		p := newPolicy(t, name)
 		ol, err := redisgcra.New(&noServer{}, gcra.Every(time.Hour), 2, redisgcra.WithOutage(p.outage))
@@ -112,10 +114,26 @@ func TestReceiptsZero(t *testing.T) {
 		assert.ErrorIs(t, err, redisgcra.ErrUnavailable, name)
 		assert.ErrorIs(t, err, errNoServer, name)
 		assert.True(t, d.Allowed, name)
-		assert.Zero(t, r, name)
 		cd, err := ol.Check(ctx, "k", 1)
 		assert.ErrorIs(t, err, redisgcra.ErrUnavailable, name)
 		assert.True(t, cd.Allowed, name)
+		if name == "fail-open" {
+			assert.Zero(t, r, name)
+			continue
+		}
+		require.NotZero(t, r, name)
+		assert.Equal(t, 1, p.local.Peek("k", 0).Remaining, "the fallback took one")
+		ok, err := ol.Refund(ctx, "k", 1, r)
+		require.NoError(t, err)
+		assert.True(t, ok, "given back to the local limiter")
+		assert.Equal(t, 2, p.local.Peek("k", 0).Remaining)
+		ok, _ = ol.Refund(ctx, "k", 1, r)
+		assert.False(t, ok, "once")
+		fo, err := redisgcra.New(&noServer{}, gcra.Every(time.Hour), 2, redisgcra.WithOutage(redisgcra.FailOpen))
+		require.NoError(t, err)
+		ok, err = fo.Refund(ctx, "k", 1, r)
+		assert.False(t, ok, "a fallback receipt given to a limiter without that fallback")
+		assert.NoError(t, err)
 	}
 }
 

@@ -316,3 +316,40 @@ func TestHTTPOutageStacked(t *testing.T) {
 }
 
 func sub(a, b [3]int) [3]int { return [3]int{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+
+// TestHTTPOutageFallbackGivenBack: Redis down, its FallbackTo limiter
+// admits, and an in-process policy asked after it denies: the fallback's
+// admission is given back (its receipt is the local limiter's), so the
+// fallback is charged only for the requests served.
+func TestHTTPOutageFallbackGivenBack(t *testing.T) {
+	s := startServer(t)
+	c := outageClient(t, s)
+	clock := stopped{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	fallback, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 10, atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer fallback.Close()
+	strict, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 1, atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer strict.Close()
+	remote, err := redisgcra.New(c, gcra.Every(time.Minute), 10,
+		redisgcra.WithTimeout(200*time.Millisecond), redisgcra.WithOutage(redisgcra.FallbackTo(fallback)))
+	require.NoError(t, err)
+	mw, err := httplimit.New(httplimit.Config[string]{
+		Key: httplimit.Header("X-Client"),
+		Policies: []httplimit.Policy[string]{
+			{Name: "redis", Limiter: remote},
+			{Name: "strict", Limiter: strict},
+		},
+	})
+	require.NoError(t, err)
+	srv := newHTTPServer(t, mw)
+
+	s.kill()
+	assert.Equal(t, 200, srv.get("alice").status, "the fallback and strict admit")
+	for i := range 3 {
+		r := srv.get("alice")
+		assert.Equal(t, 429, r.status, "request %d: strict denies", i)
+		assert.Contains(t, r.body, `"violated-policies":["strict"]`)
+	}
+	assert.Equal(t, 9, fallback.Peek("alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
+}

@@ -88,6 +88,10 @@ type Result struct {
 	// denied as SourceFailClosed), and the error from Redis (a connection
 	// error, context.DeadlineExceeded for WithTimeout, READONLY, …).
 	Err error
+
+	// local is the receipt of an admission FallbackTo's limiter made (Take
+	// returns it tagged, so that Refund gives it back there), or 0.
+	local uint64
 }
 
 // A Source says who made a decision.
@@ -382,7 +386,11 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 	switch kind {
 	case outageFallback:
 		if take {
-			return Result{Decision: l.outage.local.Decide(key, n), Source: SourceFallback, Err: err}
+			// Take, not Decide: its receipt lets a door give the admission
+			// back when another policy denies the request. The local limiter
+			// is in process: it neither blocks nor fails, and ignores ctx.
+			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
+			return Result{Decision: d, Source: SourceFallback, Err: err, local: uint64(rc)}
 		}
 		return Result{Decision: l.outage.local.Peek(key, n), Source: SourceFallback, Err: err}
 	case outageOpen:
