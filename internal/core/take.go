@@ -40,7 +40,11 @@ type KeyedLimiter[K comparable] interface {
 	// Refund gives back the n that an admission of key took, identified by
 	// its receipt, if key's state still counts it, and reports whether it
 	// did. It never creates quota: once something else was admitted on key
-	// (or the admission's window has passed), it gives back nothing.
+	// (or the admission's window has passed), it gives back nothing. (One
+	// exception, in process: a rule changed between Take and Refund, by
+	// SetRule or SetKeyRule, measures the refund by the new rule, so a
+	// GCRA refund under a slower new rate gives back more time than was
+	// taken. A door refunds within one request, microseconds after Take.)
 	Refund(ctx context.Context, key K, n int, r Receipt) (bool, error)
 	// Quota describes the rule key is held to: its own tier's, if it has
 	// one. It never makes a remote call.
