@@ -75,23 +75,27 @@ func NewFields(quota core.Quota, name, unit string) *Fields {
 // never below the limit's own (a full burst is admitted at once). A window
 // that is already whole seconds is advertised as it is.
 func Advertise(quota core.Quota) (q int, w int64) {
-	q, w = min(quota.Limit, maxSFInt), max(CeilSeconds(quota.Window), 1)
+	q, w = sfInt(uint64(max(quota.Limit, 0))), max(CeilSeconds(quota.Window), 1)
 	if q <= 0 || quota.Window <= 0 {
 		return q, w
 	}
 	// ⌊q·w·1s / Window⌋ in 128 bits: q·w·1s can pass 2^63.
 	hi, lo := bits.Mul64(uint64(q), uint64(w)*uint64(time.Second))
 	if hi >= uint64(quota.Window) {
-		return maxSFInt, w // beyond any count a client can send
+		return sfInt(maxSFInt), w // beyond any count a client can send
 	}
 	scaled, _ := bits.Div64(hi, lo, uint64(quota.Window))
-	return int(min(max(scaled, uint64(q)), maxSFInt)), w
+	return sfInt(max(scaled, uint64(q))), w
 }
 
 // maxSFInt is the largest Structured Field Integer (RFC 9651, 3.3.1: at
 // most 15 digits). An advertised q above it is sent as it: a strict parser
 // rejects a whole field with a longer integer.
-const maxSFInt = 999_999_999_999_999
+const maxSFInt uint64 = 999_999_999_999_999
+
+// sfInt returns v as an int, at most the largest sf-integer (and the
+// largest int, where int has 32 bits).
+func sfInt(v uint64) int { return int(min(v, maxSFInt, uint64(math.MaxInt))) }
 
 // CeilSeconds converts d to whole seconds, rounding up: a client that waits
 // what it was told is admitted. d must not be gcra.Never.
@@ -174,7 +178,7 @@ func RateLimitValue(out []door.Outcome, fs []*Fields, n, items int, pk []byte) s
 			b = append(b, ", "...)
 		}
 		b = append(b, f.item...)
-		b = strconv.AppendInt(b, int64(min(r, maxSFInt)), 10)
+		b = strconv.AppendInt(b, int64(sfInt(uint64(r))), 10)
 		if r == 0 && o.D.TokenAfter > 0 && o.D.TokenAfter != gcra.Never {
 			b = append(b, ";t="...)
 			b = strconv.AppendInt(b, CeilSeconds(o.D.TokenAfter), 10)

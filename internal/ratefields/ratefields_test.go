@@ -17,12 +17,12 @@ func TestAdvertise(t *testing.T) {
 		q      int
 		w      int64
 	}{
-		{60, time.Minute, 60, 60},                                  // whole seconds: as it is
-		{1, time.Millisecond, 1000, 1},                             // 1000/s, burst 1: the rate, not q=1;w=1
-		{3, 1500 * time.Millisecond, 4, 2},                         // ⌊3·2/1.5⌋ = 4
-		{10, 0, 10, 1},                                             // no window
-		{0, time.Second, 0, 1},                                     // DenyAll
-		{math.MaxInt / 2, time.Nanosecond, 999_999_999_999_999, 1}, // beyond any count, and beyond 15 digits: the largest sf-integer
+		{60, time.Minute, 60, 60},                              // whole seconds: as it is
+		{1, time.Millisecond, 1000, 1},                         // 1000/s, burst 1: the rate, not q=1;w=1
+		{3, 1500 * time.Millisecond, 4, 2},                     // ⌊3·2/1.5⌋ = 4
+		{10, 0, 10, 1},                                         // no window
+		{0, time.Second, 0, 1},                                 // DenyAll
+		{math.MaxInt / 2, time.Nanosecond, sfInt(maxSFInt), 1}, // beyond any count, and beyond 15 digits: the largest sf-integer (the largest int on 32 bits)
 	} {
 		q, w := Advertise(atomiclimit.Quota{Limit: tc.limit, Window: tc.window})
 		if q != tc.q || w != tc.w {
