@@ -30,6 +30,12 @@ const MaxLease = 1<<leaseTokenBits - 1
 // locks the key's cell in this process for one round trip, so that the
 // process holds at most one lease of a key at a time (the bound needs it);
 // the other goroutines that find the lease empty wait for that round trip.
+//
+// Leased uses the Limiter's client, key prefix, timeout, breaker and Outage
+// policy; it reports nothing to the Limiter's Hook and does not consult its
+// over-limit cache. It has no receipts: an admission from a lease cannot be
+// refunded, and Leased is not a KeyedLimiter. Each key this process has
+// leased keeps a cell (a word, a mutex and k) for the life of the Leased.
 type Leased struct {
 	l *Limiter
 	// maxLease is k_max: no lease holds more tokens. Immutable.

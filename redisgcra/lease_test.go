@@ -59,14 +59,27 @@ func TestNewLeasedErrors(t *testing.T) {
 //
 //	admitted in [a, a+d] ≤ B + d/T + min(P·k_max, L_max/T)
 func TestLeasedFleetBound(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		maxLease int
+		minLife  time.Duration
+		maxN     int // requests of 1 to maxN tokens
+	}{
+		{"bound=Pk", 16, 20 * time.Millisecond, 1}, // P·k_max = 64 < L_max/T = 200
+		{"bound=life", 64, time.Millisecond, 1},    // L_max/T = 64 < P·k_max = 256
+		{"bound=Pk/n=1to3", 16, 20 * time.Millisecond, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) { testFleetBound(t, c.maxLease, c.minLife, c.maxN) })
+	}
+}
+
+func testFleetBound(t *testing.T, maxLease int, minLife time.Duration, maxN int) {
 	s := sharedServer(t)
 	const (
-		P        = 4
-		perP     = 4
-		burst    = 50
-		maxLease = 16
-		minLife  = 20 * time.Millisecond
-		run      = 300 * time.Millisecond
+		P     = 4
+		perP  = 4
+		burst = 50
+		run   = 300 * time.Millisecond
 	)
 	prefix := uniq(t)
 	epoch := time.Now()
@@ -97,8 +110,8 @@ func TestLeasedFleetBound(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(end) {
-				ls.Allow(ctx, "hot")
+			for i := 0; time.Now().Before(end); i++ {
+				ls.AllowN(ctx, "hot", 1+i%maxN)
 			}
 		}()
 	}
@@ -106,7 +119,7 @@ func TestLeasedFleetBound(t *testing.T) {
 
 	T := int64(fleet[0].Limiter().Params().Interval())
 	lmax := int64(fleet[0].MaxLife())
-	extra := min(int64(P*maxLease)*T, lmax) // in ns: P·k_max·T or L_max
+	extra := min(int64(P*min(maxLease, burst))*T, lmax) // in ns: P·k_max·T or L_max
 	slices.Sort(times)
 	// For i ≤ j: (j − i + 1)·T ≤ B·T + extra + (t_j − t_i). With
 	// f(j) = (j+1)·T − t_j and g(i) = i·T − t_i, that is
