@@ -127,7 +127,8 @@ func (ls *Leased) Allow(ctx context.Context, key string) bool {
 // lease.
 //
 // A request that Redis cannot cover (it has fewer than n tokens) is denied
-// and takes nothing.
+// and takes nothing. ctx bounds the round trip only: a spend from a lease
+// answers whatever ctx, as the over-limit cache does.
 func (ls *Leased) AllowN(ctx context.Context, key string, n int) bool {
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
 		if n > ls.maxLease {

@@ -277,3 +277,24 @@ func TestLeasedOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestLeasedCorrupt: a corrupt state is repaired by the lease's call as by
+// Decide's (an empty bucket), and the request is denied.
+func TestLeasedCorrupt(t *testing.T) {
+	s := sharedServer(t)
+	rdb := s.client(t)
+	l, err := redisgcra.New(rdb, gcra.Every(time.Hour), 10, redisgcra.WithKeyPrefix(uniq(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := rdb.Set(ctx, l.Key("k"), "garbage", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if newLeased(t, l, 8, time.Hour).Allow(ctx, "k") {
+		t.Fatal("admitted from a corrupt state")
+	}
+	if r := l.Peek(ctx, "k", 1); r.Allowed || r.Err != nil || r.ResetAfter <= 9*time.Hour {
+		t.Fatalf("after the repair: %+v, want an empty bucket", r)
+	}
+}
