@@ -107,7 +107,8 @@ func NewLeased(l *Limiter, maxLease int, minLife time.Duration) (*Leased, error)
 // Limiter returns the Limiter that the leases are taken from.
 func (ls *Leased) Limiter() *Limiter { return ls.l }
 
-// MaxLife is the longest a lease lives: max(maxLease·T, minLife).
+// MaxLife is the longest a lease lives, L_max = max(k_max·T, minLife), where
+// k_max is maxLease, or the burst if that is smaller (package doc, "Leases").
 func (ls *Leased) MaxLife() time.Duration {
 	return time.Duration(max(int64(ls.maxLease)*int64(ls.l.params.Interval()), ls.minLife))
 }
@@ -191,7 +192,8 @@ func (ls *Leased) refill(ctx context.Context, key string, n int) bool {
 		return false // Redis had fewer than n: it took nothing
 	}
 	// First install the lease, then spend n from it as any spend does: a
-	// lease that arrived expired is dropped (its tokens are never spent).
+	// lease that arrived expired is never spent (the next refill drops it
+	// and halves k).
 	life := max(int64(got)*int64(ls.l.params.Interval()), ls.minLife)
 	exp := uint64(sent+life) >> leaseTimeShift
 	c.state.Store(exp<<leaseTokenBits | uint64(got))
