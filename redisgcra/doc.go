@@ -163,6 +163,68 @@
 // staleness after any reset or refund elsewhere. Reset in this process
 // forgets the key at once.
 //
+// # Leases
+//
+// A Leased (NewLeased) spends a Limiter's tokens from leases: a process takes
+// up to k tokens of a key in one round trip (the decide script's lease op:
+// as many as Redis has, up to k, but nothing unless the request fits) and
+// spends them locally with one CAS on one word, which holds the lease's
+// tokens left and its expiry. The lease lives max(k·T, minLife) from the
+// moment its request was sent, on the process's monotonic clock; its
+// tokens are never spent after that, and never handed back: they are
+// dropped. A process holds at most one lease of a key: it asks for a new
+// one under the key's lock, after dropping what is left of the old.
+//
+// What counts: a leased token is admitted at the clock reading its spend
+// decided on, which the spend takes after loading the lease, before its
+// CAS. A request for more than maxLease tokens is the Limiter's, one call,
+// admitted at the TIME reading of its script. The Outage policy's
+// admissions are outside the bound, as they are for the Limiter.
+//
+// The fleet bound. Let P processes (Leased values) share a key, with
+// maxLease k_max (at most B) and L_max = max(k_max·T, minLife), and let the
+// clocks (Redis TIME, each process's monotonic clock) measure real time:
+// no steps and no drift. Over any interval [a, a+d], the fleet admits at
+// most
+//
+//	B + d/T + min(P·k_max, L_max/T)
+//
+// tokens of the key. Proof:
+//
+//  1. Redis grants each lease (and each direct admission) as one GCRA
+//     admission of that many tokens at its TIME reading, so the tokens
+//     granted in any interval of length D are at most B + D/T (package
+//     gcra; T rounded up only lowers it).
+//  2. A token is admitted after it was granted: its spend read the clock
+//     after loading the lease, which was stored after Redis replied.
+//  3. Within L_max of its grant: the expiry is sent + life, rounded down to
+//     2^20 ns, with sent read before the request, hence before the grant;
+//     a spend needs a reading below the expiry; and life ≤ L_max. So the
+//     tokens admitted in [a, a+d] were granted in [a − L_max, a+d], at most
+//     B + (d + L_max)/T by 1.
+//  4. At any instant a process holds at most k_max tokens of a key that
+//     were granted and are neither admitted nor dropped: those of its one
+//     lease, in flight or stored (a spend's CAS fails once the refill has
+//     dropped the lease). A token admitted in [a, a+d] was granted in
+//     [a, a+d] (at most B + d/T by 1) or before a, and then it was held at
+//     a by its process, its CAS being after its reading ≥ a: at most
+//     P·k_max more.
+//
+// The bound is not exact: a dropped token was taken from Redis and never
+// admitted, so the fleet may admit less than B + d/T while leases expire.
+// The tests (lease_test.go) run 4 processes of 4 goroutines on one key of
+// a real server and check the bound on every window of the admissions.
+//
+// k adapts per key and process. It starts at 1; at each refill it doubles
+// (up to k_max) if the old lease ran out before it expired, halves (down
+// to 1) if it expired with tokens left, and stays if it expired empty. A
+// key a process uses less than once per lifetime settles at k = 1, one
+// round trip per decision, stranding nothing; a busy key that turns quiet
+// strands fewer than 2·k_max tokens on its way down. The costs: a refill
+// drops what is left (fewer than n) when a request needs more, every
+// denial is a round trip, and a key's refills in one process take turns
+// (the lock).
+//
 // # Every rule
 //
 // NewRule decides an atomiclimit.Rule in Redis, one script call per

@@ -2,6 +2,7 @@ package redisgcra
 
 import (
 	"context"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit"
 )
@@ -46,4 +47,26 @@ func ScriptMismatches() uint64 { return scriptMismatches.Load() }
 // RefundAt is Refund at an explicit Redis time (µs).
 func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
 	return l.refund(ctx, key, n, uint64(r), nowMicros)
+}
+
+// SetClock replaces the lease lifetimes' clock (ns since the epoch).
+func (ls *Leased) SetClock(now func() int64) { ls.nowHook = now }
+
+// OnAdmit has f see every admission from a lease, with the clock reading
+// (ns since the epoch) it was decided at. Set it before any AllowN.
+func (ls *Leased) OnAdmit(f func(t int64, n int)) { ls.onAdmit = f }
+
+// SetEpoch sets the lease clock's epoch, so that several Leased share one.
+func (ls *Leased) SetEpoch(t time.Time) { ls.epoch = t }
+
+// LeaseState reports key's next lease size and the tokens left in its lease
+// (expired or not); 0, 0 for a key never leased.
+func (ls *Leased) LeaseState(key string) (k, left int) {
+	c, ok := ls.cells.Load(key)
+	if !ok {
+		return 0, 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.k, int(c.state.Load() & leaseTokenMask)
 }

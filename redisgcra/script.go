@@ -15,7 +15,13 @@ import (
 //	admit and store: TAT ← now + debt + n·T, expiring once the bucket is full
 //
 // ARGV[4] is the op: '0' peeks, '1' takes, '2' takes and reports what it
-// stored. It returns debt·2 + admitted, one integer, from which the caller
+// stored, '3' leases: it takes k = min(n, ⌊(B·T − debt)/T⌋) tokens, as many
+// as fit up to n, if k ≥ ARGV[6] (the request the lease is for; else it
+// takes nothing), and replies {debt·2 + admitted, k or 0}, so that a nearly
+// empty bucket still leases what it has (lease.go). The
+// quotient of doubles may round up to the next integer; the script then
+// steps k back, so that debt + k·T ≤ B·T holds exactly. Otherwise the
+// script returns debt·2 + admitted, one integer, from which the caller
 // rebuilds the whole gcra.Decision (every field depends on TAT only through
 // debt); with op '2', the pair {debt·2 + admitted, stored TAT or 0}, the
 // TAT being Take's receipt. A denial and a peek write nothing. Every value
@@ -35,13 +41,13 @@ import (
 // triple {debt·2 + admitted, stored or 0, what the key held} whatever the
 // op. Other errors of GET (NOPERM) are returned as they are.
 //
-// ARGV[5] exists only in tests: an explicit now in µs, so that the decision
-// vectors can run on a timeline. Production calls pass four arguments and
-// the script reads TIME.
+// ARGV[5] is set only in tests: an explicit now in µs, so that the decision
+// vectors can run on a timeline. Production calls pass four arguments (or
+// an empty ARGV[5] for op '3') and the script reads TIME.
 const decideLua = `
 if redis.replicate_commands then redis.replicate_commands() end
 local now
-if ARGV[5] then
+if ARGV[5] and ARGV[5] ~= '' then
   now = tonumber(ARGV[5])
 else
   local t = redis.call('TIME')
@@ -74,6 +80,16 @@ local ok = 0
 local stored = 0
 if n == 0 then
   ok = 1
+elseif ARGV[4] == '3' then
+  local k = math.floor((span - debt) / T)
+  if debt + k * T > span then k = k - 1 end
+  if k > n then k = n end
+  if k >= tonumber(ARGV[6]) then
+    ok = 1
+    local ahead = debt + k * T
+    stored = k
+    redis.call('SET', KEYS[1], string.format('%.0f', now + ahead), 'PX', math.ceil(ahead / 1000) + 1)
+  end
 elseif n >= 1 and debt + n * T <= span then
   ok = 1
   if ARGV[4] ~= '0' then
@@ -83,7 +99,7 @@ elseif n >= 1 and debt + n * T <= span then
   end
 end
 if bad then return {debt * 2 + ok, stored, bad} end
-if ARGV[4] == '2' then return {debt * 2 + ok, stored} end
+if ARGV[4] == '2' or ARGV[4] == '3' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
 `
 
@@ -100,11 +116,12 @@ const (
 	opPeek    op = iota // read the state only
 	opTake              // admit and store
 	opReceipt           // opTake, and reply the TAT stored (Take's receipt)
+	opLease             // take as many as fit, up to n, and reply how many (lease.go)
 )
 
 // opArgs are the ops as the script's argument, boxed once here, so that the
 // call does not allocate for them.
-var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2"}
+var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2", opLease: "3"}
 
 // maxDebtMicros bounds the debt the script may report (Redis TIME jumping
 // back by decades), so that debt·1000 ns stays within what gcra accepts.
