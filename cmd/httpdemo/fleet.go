@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -113,7 +112,7 @@ type fleetProc struct {
 	stdin io.WriteCloser
 	addr  string
 
-	sent, ok, denied, other atomic.Int64
+	tally
 }
 
 // stop ends the process: first it closes its stdin (the process shuts its
@@ -374,13 +373,5 @@ func (p *fleetProc) send(ctx context.Context, hc *http.Client, key string) {
 		}
 		return
 	}
-	p.sent.Add(1)
-	switch resp.StatusCode {
-	case http.StatusOK:
-		p.ok.Add(1)
-	case http.StatusTooManyRequests:
-		p.denied.Add(1)
-	default:
-		p.other.Add(1)
-	}
+	p.count(resp.StatusCode)
 }

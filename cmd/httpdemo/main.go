@@ -83,7 +83,25 @@ type client struct {
 	workers int
 	binding policyDef // the policy that binds it, for the bound column
 
+	tally
+}
+
+// tally counts the responses one client or process got.
+type tally struct {
 	sent, ok, denied, other atomic.Int64
+}
+
+// count tallies a response with status.
+func (t *tally) count(status int) {
+	t.sent.Add(1)
+	switch status {
+	case http.StatusOK:
+		t.ok.Add(1)
+	case http.StatusTooManyRequests:
+		t.denied.Add(1)
+	default:
+		t.other.Add(1)
+	}
 }
 
 func main() {
@@ -309,15 +327,7 @@ func (c *client) drive(ctx context.Context, hc *http.Client, base string) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		c.sent.Add(1)
-		switch resp.StatusCode {
-		case http.StatusOK:
-			c.ok.Add(1)
-		case http.StatusTooManyRequests:
-			c.denied.Add(1)
-		default:
-			c.other.Add(1)
-		}
+		c.count(resp.StatusCode)
 	}
 }
 
