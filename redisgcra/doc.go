@@ -175,6 +175,17 @@
 // dropped. A process holds at most one lease of a key: it asks for a new
 // one under the key's lock, after dropping what is left of the old.
 //
+// The key's lock and lease live in a cell, which the process frees once the
+// key has asked for no lease for 2·L_max (Leased.Sweep, and a sweep Leased
+// starts on a goroutine of its own). Freeing keeps the one lease: the sweep
+// takes the cell's lock without waiting (a cell whose refill is in flight
+// is kept), drops its lease, marks it dead, and only then deletes it from
+// the map; a refill that had found the cell and locks it after that finds
+// it dead and goes back to the map. So a freed cell leases nothing more,
+// and the key's next cell is made after it was dropped and marked: the
+// leases of a key in a process, over all its cells, are asked for one at a
+// time, each after the last was dropped.
+//
 // What counts: a leased token is admitted at the clock reading its spend
 // decided on, which the spend takes after loading the lease, before its
 // CAS. A request for more than maxLease tokens is the Limiter's, one call,
@@ -204,23 +215,27 @@
 //     B + (d + L_max)/T by 1.
 //  4. At any instant a process holds at most k_max tokens of a key that
 //     were granted and are neither admitted nor dropped: those of its one
-//     lease, in flight or stored (a spend's CAS fails once the refill has
-//     dropped the lease). A token admitted in [a, a+d] was granted in
-//     [a, a+d] (at most B + d/T by 1) or before a, and then it was held at
-//     a by its process, its CAS being after its reading ≥ a: at most
-//     P·k_max more.
+//     lease, in flight or stored (a spend's CAS fails once a refill or a
+//     sweep has dropped the lease; a freed cell's lease is dropped before
+//     the key's next cell exists, and a freed cell asks for none). A token
+//     admitted in [a, a+d] was granted in [a, a+d] (at most B + d/T by 1)
+//     or before a, and then it was held at a by its process, its CAS being
+//     after its reading ≥ a: at most P·k_max more.
 //
 // The bound is not exact: a dropped token was taken from Redis and never
 // admitted, so the fleet may admit less than B + d/T while leases expire.
 // The tests (lease_test.go) run 4 processes of 4 goroutines on one key of
-// a real server and check the bound on every window of the admissions.
+// a real server and check the bound on every window of the admissions;
+// lease_sweep_test.go checks it again with cells freed under the spends
+// and refills in a tight loop.
 //
 // k adapts per key and process. It starts at 1; at each refill it doubles
 // (up to k_max) if the old lease ran out before it expired, halves (down
 // to 1) if it expired with tokens left, and stays if it expired empty. A
 // key a process uses less than once per lifetime settles at k = 1, one
 // round trip per decision, stranding nothing; a busy key that turns quiet
-// strands fewer than 2·k_max tokens on its way down. The costs: a refill
+// strands fewer than 2·k_max tokens on its way down. A key whose cell was
+// freed starts again at k = 1. The costs: a refill
 // drops what is left (fewer than n) when a request needs more, every
 // denial is a round trip, and a key's refills in one process take turns
 // (the lock).

@@ -3,6 +3,7 @@ package redisgcra
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/atomiclimit/atomiclimit"
 )
@@ -68,5 +69,60 @@ func (ls *Leased) LeaseState(key string) (k, left int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.k, int(c.state.Load() & leaseTokenMask)
+	return int(c.k), int(c.state.Load() & leaseTokenMask)
+}
+
+// Cells is the number of cells in the map.
+func (ls *Leased) Cells() int { return ls.cells.Size() }
+
+// LeaseCellSize is the size of a cell, in bytes.
+const LeaseCellSize = unsafe.Sizeof(leaseCell{})
+
+// SweepFloor is the fewest lease requests between two automatic sweeps.
+const SweepFloor = sweepFloor
+
+// SetIdle sets how long a key asks for no lease before a sweep frees its
+// cell (2·MaxLife by default); 0 frees every cell whose lock is free. Set
+// it before any AllowN.
+func (ls *Leased) SetIdle(d time.Duration) { ls.idle = int64(d) }
+
+func (ls *Leased) hooks() *leaseHooks {
+	if ls.test == nil {
+		ls.test = new(leaseHooks)
+	}
+	return ls.test
+}
+
+// OnLocking has f run when a refill of key is about to lock its cell,
+// between finding the cell in the map and locking it; retry reports that
+// the refill locked a cell before and found it dead. Set it before any
+// AllowN.
+func (ls *Leased) OnLocking(f func(key string, retry bool)) { ls.hooks().locking = f }
+
+// OnRequest has start run when a refill of key asks for a lease, and done
+// when the reply came, both under the cell's lock. start's current reports
+// whether the cell asking is the map's cell of key and not dead (a request
+// on any other cell would be a second lease of key in this process). Set
+// it before any AllowN.
+func (ls *Leased) OnRequest(start func(key string, current bool), done func(key string)) {
+	h := ls.hooks()
+	h.asking = func(key string, c *leaseCell) {
+		cur, ok := ls.cells.Load(key)
+		start(key, ok && cur == c && !c.dead)
+	}
+	h.replied = done
+}
+
+// OnSwept has f see the end of every sweep, with the cells it freed, on
+// the sweep's goroutine. Set it before any AllowN or Sweep.
+func (ls *Leased) OnSwept(f func(freed int)) { ls.hooks().swept = f }
+
+// HoldCell returns a spend of n tokens on key's cell as the map holds it
+// now, as a goroutine that loaded the cell and spends on it later does.
+func (ls *Leased) HoldCell(key string) (spend func(n int) bool) {
+	c, ok := ls.cells.Load(key)
+	if !ok {
+		panic("HoldCell: no cell for " + key)
+	}
+	return func(n int) bool { return ls.spend(c, n) }
 }

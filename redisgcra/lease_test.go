@@ -120,20 +120,7 @@ func testFleetBound(t *testing.T, maxLease int, minLife time.Duration, maxN int)
 	T := int64(fleet[0].Limiter().Params().Interval())
 	lmax := int64(fleet[0].MaxLife())
 	extra := min(int64(P*min(maxLease, burst))*T, lmax) // in ns: P·k_max·T or L_max
-	slices.Sort(times)
-	// For i ≤ j: (j − i + 1)·T ≤ B·T + extra + (t_j − t_i). With
-	// f(j) = (j+1)·T − t_j and g(i) = i·T − t_i, that is
-	// f(j) − g(i) ≤ B·T + extra: keep the least g so far.
-	worst, worstD := int64(-1<<62), int64(0)
-	minG, minGAt := int64(1<<62), int64(0)
-	for j, tj := range times {
-		if g := int64(j)*T - tj; g < minG {
-			minG, minGAt = g, tj
-		}
-		if f := int64(j+1)*T - tj; f-minG > worst {
-			worst, worstD = f-minG, tj-minGAt
-		}
-	}
+	worst, worstD := worstWindow(times, T)
 	limit := int64(burst)*T + extra
 	t.Logf("%d tokens admitted in %v; worst window %v: %.1f tokens over d/T, bound B + %.1f = %.1f",
 		len(times), run, time.Duration(worstD), float64(worst)/float64(T), float64(extra)/float64(T), float64(limit)/float64(T))
@@ -145,6 +132,27 @@ func testFleetBound(t *testing.T, maxLease int, minLife time.Duration, maxN int)
 	if min := (burst + int(run/(100*time.Microsecond))) / 2; len(times) < min {
 		t.Errorf("%d tokens admitted, want at least %d", len(times), min)
 	}
+}
+
+// worstWindow sorts times (one entry per token admitted, ns) and returns
+// the most tokens admitted in a window [t_i, t_j] beyond its d/T, as
+// (j − i + 1)·T − (t_j − t_i), in ns, and the window's length d.
+func worstWindow(times []int64, T int64) (worst, d int64) {
+	slices.Sort(times)
+	// For i ≤ j: (j − i + 1)·T ≤ B·T + extra + (t_j − t_i). With
+	// f(j) = (j+1)·T − t_j and g(i) = i·T − t_i, that is
+	// f(j) − g(i) ≤ B·T + extra: keep the least g so far.
+	worst = -1 << 62
+	minG, minGAt := int64(1<<62), int64(0)
+	for j, tj := range times {
+		if g := int64(j)*T - tj; g < minG {
+			minG, minGAt = g, tj
+		}
+		if f := int64(j+1)*T - tj; f-minG > worst {
+			worst, d = f-minG, tj-minGAt
+		}
+	}
+	return worst, d
 }
 
 // TestLeasedAdapts: k doubles while leases are spent in time, up to maxLease,
