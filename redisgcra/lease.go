@@ -138,6 +138,7 @@ const (
 	leaseTokenBits = 24
 	leaseTokenMask = 1<<leaseTokenBits - 1
 	leaseTimeShift = 20
+	leaseMaxExpiry = 1<<(64-leaseTokenBits) - 1 // the largest expiry field
 )
 
 // NewLeased returns a Leased that spends l's tokens from leases of at most
@@ -267,8 +268,12 @@ func (ls *Leased) refill(ctx context.Context, key string, n int) bool {
 	// First install the lease, then spend n from it as any spend does: a
 	// lease that arrived expired is never spent (the next refill drops it
 	// and halves k).
+	// The expiry saturates: at the field's end (2^60 ns, 36 years after the
+	// epoch) for a minLife or a k·T that reaches past it, never wrapping
+	// to an early one. A lease cut short only admits less.
 	life := max(int64(got)*int64(ls.l.params.Interval()), ls.minLife)
-	exp := uint64(sent+life) >> leaseTimeShift
+	end := sent + min(life, math.MaxInt64-sent)
+	exp := min(uint64(end)>>leaseTimeShift, leaseMaxExpiry)
 	c.state.Store(exp<<leaseTokenBits | uint64(got))
 	return ls.spend(c, n)
 }
