@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -16,6 +18,7 @@ import (
 // over the runs: benchstat's center (the median) and its 95% interval.
 type stat struct {
 	center, lo, hi float64
+	min, max       float64 // the extreme samples
 	n              int
 }
 
@@ -25,14 +28,31 @@ type results map[string]map[string]map[string]stat
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
+// A runInfo is what raw go test output says about the run besides the
+// figures: the CPU (go test's "cpu:" line) and the GOMAXPROCS values (the
+// names' -N suffixes).
+type runInfo struct {
+	cpu   string
+	procs []int
+}
+
+func (i runInfo) procList() string {
+	var s []string
+	for _, p := range i.procs {
+		s = append(s, strconv.Itoa(p))
+	}
+	return strings.Join(s, ",")
+}
+
 // readResults parses go test output files with benchstat's reader and
 // summarises each sample with benchstat's statistics.
-func readResults(paths ...string) (results, error) {
+func readResults(paths ...string) (results, runInfo, error) {
 	samples := map[string]map[string]map[string][]float64{}
+	var info runInfo
 	for _, path := range paths {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return nil, info, err
 		}
 		r := benchfmt.NewReader(f, path)
 		for r.Scan() {
@@ -40,7 +60,16 @@ func readResults(paths ...string) (results, error) {
 			if !ok {
 				continue
 			}
-			name := procSuffix.ReplaceAllString(strings.TrimPrefix(res.Name.String(), "Benchmark"), "")
+			if cpu := strings.TrimSpace(res.GetConfig("cpu")); cpu != "" && info.cpu == "" {
+				info.cpu = cpu
+			}
+			full := strings.TrimPrefix(res.Name.String(), "Benchmark")
+			if m := procSuffix.FindString(full); m != "" {
+				if n, err := strconv.Atoi(m[1:]); err == nil && !slices.Contains(info.procs, n) {
+					info.procs = append(info.procs, n)
+				}
+			}
+			name := procSuffix.ReplaceAllString(full, "")
 			scenario, impl, found := strings.Cut(name, "/impl=")
 			if !found {
 				continue
@@ -61,9 +90,10 @@ func readResults(paths ...string) (results, error) {
 		}
 		f.Close()
 		if err := r.Err(); err != nil {
-			return nil, err
+			return nil, info, err
 		}
 	}
+	slices.Sort(info.procs)
 	out := results{}
 	for sc, impls := range samples {
 		out[sc] = map[string]map[string]stat{}
@@ -71,11 +101,11 @@ func readResults(paths ...string) (results, error) {
 			out[sc][impl] = map[string]stat{}
 			for unit, vals := range units {
 				s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
-				out[sc][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, n: len(vals)}
+				out[sc][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, min: slices.Min(vals), max: slices.Max(vals), n: len(vals)}
 			}
 		}
 	}
-	return out, nil
+	return out, info, nil
 }
 
 // scenarios returns the scenario names in a stable, readable order.
