@@ -19,7 +19,7 @@ var ourColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 
 // drawCharts draws one horizontal bar chart per scenario (ns/op, or B/key),
 // the p99 latency chart and the accuracy chart.
-func drawCharts(out string, res results, lat []latResult, acc []accRow) ([]chart, error) {
+func drawCharts(out string, res results, lat []latScenario, acc []accRow) ([]chart, error) {
 	var charts []chart
 	for _, sc := range res.scenarios() {
 		unit, label := "ns/op", "ns per decision (median; shorter is better)"
@@ -43,16 +43,20 @@ func drawCharts(out string, res results, lat []latResult, acc []accRow) ([]chart
 		}
 		charts = append(charts, chart{file, sc + ": " + label})
 	}
-	var names []string
-	var vals plotter.Values
-	for _, l := range lat {
-		names = append(names, l.impl)
-		vals = append(vals, float64(l.p99.Nanoseconds()))
+	for _, ls := range lat {
+		var names []string
+		var vals plotter.Values
+		for _, l := range ls.rows {
+			names = append(names, l.impl)
+			vals = append(vals, float64(l.p99.Nanoseconds()))
+		}
+		file := "charts/latency-p99-" + slug(ls.bench) + ".png"
+		title := fmt.Sprintf("%s (%s), %d goroutines", ls.bench, ls.what, latencyWorkers())
+		if err := barChart(filepath.Join(out, file), title, "p99 latency of one decision, ns (shorter is better)", names, vals); err != nil {
+			return nil, err
+		}
+		charts = append(charts, chart{file, "p99 latency of single decisions, " + ls.bench + ": " + ls.what})
 	}
-	if err := barChart(filepath.Join(out, "charts/latency-p99.png"), "one hot key, 4×GOMAXPROCS goroutines", "p99 latency of one decision, ns (shorter is better)", names, vals); err != nil {
-		return nil, err
-	}
-	charts = append(charts, chart{"charts/latency-p99.png", "p99 latency of single decisions under contention"})
 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Limit %d/s: admitted vs offered", accuracyLimit)

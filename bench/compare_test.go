@@ -70,7 +70,7 @@ func TestCompareWithCommitted(t *testing.T) {
 	now := filepath.Join(t.TempDir(), "now.txt")
 	current := "cpu: Test CPU\n" + lines("Serial/impl=atomiclimit", "40", "40.5", "39.5", "40", "40.2", "39.8") +
 		lines("HotKey/impl=atomiclimit", "90", "91", "89", "90", "90.5", "89.5") +
-		lines("HotKey/impl=x/time/rate", "165", "165", "165", "165", "165", "165") +
+		lines("HotKey/impl=x-time-rate", "165", "165", "165", "165", "165", "165") +
 		lines("Contended/rate=1e6/impl=atomiclimit", "20", "20", "20", "20", "20", "20")
 	if err := os.WriteFile(now, []byte(current), 0o644); err != nil {
 		t.Fatal(err)

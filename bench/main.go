@@ -111,7 +111,7 @@ func run(o options) ([]string, error) {
 	memPath := filepath.Join(o.out, "raw", "memory.txt")
 	total := countBenchmarks()
 	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
-	if err := goTest(o, rawPath, "Serial|HotKey|Deny|Keys|Insert", o.benchtime, o.count, total); err != nil {
+	if err := goTest(o, rawPath, benchPattern, o.benchtime, o.count, total); err != nil {
 		return nil, err
 	}
 	memCount := max(1, min(o.count, 3))
@@ -119,8 +119,14 @@ func run(o options) ([]string, error) {
 	if err := goTest(o, memPath, "Memory", "1x", memCount, countMemory()); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions under contention: %d timed calls per implementation\n", o.latCalls)
-	lat := measureLatency(o.latCalls)
+	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation\n", len(hotScenarios), o.latCalls)
+	lat, err := measureLatency(o.latCalls)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeLatencyRaw(filepath.Join(o.out, "raw", "latency.txt"), lat); err != nil {
+		return nil, err
+	}
 	fmt.Fprintln(os.Stderr, "[4/4] accuracy under a virtual clock, then the report")
 	acc := measureAccuracy()
 	res, info, err := readResults(rawPath, memPath)
@@ -174,14 +180,19 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 	return nil
 }
 
+// benchPattern selects the benchmarks of the main pass.
+const benchPattern = "Serial|HotKey|Contended|Deny|Keys|Insert"
+
 // countBenchmarks returns the number of sub-benchmarks one count runs.
 func countBenchmarks() int {
 	n := 0
 	for _, p := range peers {
 		if p.single != nil {
-			n += 2 // Serial, HotKey
-			if p.name != "uber/ratelimit" && p.name != "floor" {
-				n++ // Deny
+			n++ // Serial
+		}
+		for _, h := range hotScenarios {
+			if h.runs(p) {
+				n++
 			}
 		}
 		if p.keyed != nil {

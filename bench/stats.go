@@ -74,6 +74,7 @@ func readResults(paths ...string) (results, runInfo, error) {
 			if !found {
 				continue
 			}
+			impl = peerName(impl)
 			if samples[scenario] == nil {
 				samples[scenario] = map[string]map[string][]float64{}
 			}
@@ -111,7 +112,7 @@ func readResults(paths ...string) (results, runInfo, error) {
 // scenarios returns the scenario names in a stable, readable order.
 func (r results) scenarios() []string {
 	order := func(s string) int {
-		for i, p := range []string{"Serial", "HotKey", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
+		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
 			if strings.HasPrefix(s, p) {
 				return i
 			}
