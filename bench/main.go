@@ -25,6 +25,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -38,6 +40,7 @@ type options struct {
 	out       string
 	baseline  string
 	latCalls  int
+	cpu       string
 }
 
 // defaultOut is where a run writes its report unless told otherwise:
@@ -54,6 +57,7 @@ func main() {
 	flag.StringVar(&o.out, "out", defaultOut, "directory for BENCHMARKS.md, charts/ and raw/ (bench/out/ is ignored by git)")
 	flag.StringVar(&o.baseline, "baseline", ".", "directory of the committed run to compare with (its raw/bench.txt and raw/memory.txt)")
 	flag.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
+	flag.StringVar(&o.cpu, "cpu", "", "go test -cpu list for the benchmarks, e.g. 1,2,4,8,16 (a scaling chart per hot-key scenario); default: GOMAXPROCS only")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -86,6 +90,9 @@ func (o *options) check() error {
 	}
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if _, err := o.cpus(); err != nil {
+		return err
+	}
 	if o.update {
 		if outSet {
 			return errors.New("-update writes into bench/ itself: drop -out")
@@ -98,6 +105,26 @@ func (o *options) check() error {
 	return nil
 }
 
+// cpus returns the core counts the benchmarks run at: the -cpu list, or
+// GOMAXPROCS.
+func (o *options) cpus() ([]int, error) {
+	if o.cpu == "" {
+		return []int{runtime.GOMAXPROCS(0)}, nil
+	}
+	var ns []int
+	for _, f := range strings.Split(o.cpu, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-cpu=%s: %q is not a core count", o.cpu, f)
+		}
+		if !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return ns, nil
+}
+
 func run(o options) ([]string, error) {
 	// First, before anything is written: with -update, the files to
 	// compare with are the ones this run replaces.
@@ -107,9 +134,21 @@ func run(o options) ([]string, error) {
 			return nil, err
 		}
 	}
+	// Charts of scenarios a run no longer has would stay beside the new
+	// ones (and, with -update, in the tree): start from an empty set.
+	old, err := filepath.Glob(filepath.Join(o.out, "charts", "*.png"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return nil, err
+		}
+	}
 	rawPath := filepath.Join(o.out, "raw", "bench.txt")
 	memPath := filepath.Join(o.out, "raw", "memory.txt")
-	total := countBenchmarks()
+	cpus, _ := o.cpus()
+	total := countBenchmarks() * len(cpus)
 	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
 	if err := goTest(o, rawPath, benchPattern, o.benchtime, o.count, total); err != nil {
 		return nil, err
@@ -137,7 +176,7 @@ func run(o options) ([]string, error) {
 	if err != nil {
 		stat = "benchstat failed: " + err.Error()
 	}
-	charts, err := drawCharts(o.out, res, lat, acc)
+	charts, err := drawCharts(o.out, res, cpus, lat, acc)
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +191,11 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command("go", "test", "-run=^$", "-bench="+pattern, "-benchtime="+benchtime,
-		fmt.Sprintf("-count=%d", count), "-timeout=60m", ".")
+	args := []string{"test", "-run=^$", "-bench=" + pattern, "-benchtime=" + benchtime, fmt.Sprintf("-count=%d", count), "-timeout=60m"}
+	if o.cpu != "" && pattern == benchPattern {
+		args = append(args, "-cpu="+o.cpu)
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("ATOMICLIMIT_BENCH_KEYS=%d", o.keys))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -171,7 +213,7 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 		if strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t") {
 			done++
 			fields := strings.Fields(line)
-			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, strings.TrimSuffix(fields[0], fmt.Sprintf("-%d", runtime.GOMAXPROCS(0))), fields[2], fields[3])
+			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, fields[0], fields[2], fields[3])
 		}
 	}
 	if err := cmd.Wait(); err != nil {

@@ -34,7 +34,16 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("- Go: %s\n", runtime.Version())
 	w("- Benchmarks: `go test -run='^$' -bench='%s' -benchtime=%s -count=%d` in `bench/`, with %d keys in the keyed scenarios; heap per key: `-bench=Memory -benchtime=1x -count=%d`.\n", benchPattern, o.benchtime, o.count, o.keys, max(1, min(o.count, 3)))
 	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, and the latency harness's `raw/latency.txt`.\n")
-	w("- Ratios are atomiclimit's figure divided by the other's: below 1.00 means atomiclimit is faster (or smaller).\n\n")
+	cpus, _ := o.cpus()
+	var cpuList []string
+	for _, n := range cpus {
+		cpuList = append(cpuList, fmt.Sprint(n))
+	}
+	w("- Core counts: the benchmarks ran at -cpu=%s, on a machine with %d logical CPUs; the latency harness at GOMAXPROCS=%d.", strings.Join(cpuList, ","), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	if len(cpus) == 1 {
+		w(" One core count only, so no scaling chart: contention on more cores than this machine has is not measured here (`-cpu=1,2,4,8,16` on a machine with 16 draws one per hot-key scenario).")
+	}
+	w("\n- Ratios are atomiclimit's figure divided by the other's: below 1.00 means atomiclimit is faster (or smaller).\n\n")
 
 	w("## The implementations\n\n| name | configured as |\n|---|---|\n")
 	for _, p := range peers {
@@ -86,7 +95,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	for _, sc := range res.scenarios() {
 		if _, ok := hotScenarioOf(sc); ok {
 			if !hotDone {
-				writeHot(w, res, lat)
+				writeHot(w, res, lat, charts)
 				hotDone = true
 			}
 			continue
@@ -113,6 +122,15 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 				opt(m, "allowed/op", "%.3f"), opt(m, "B/op", "%.0f"), opt(m, "allocs/op", "%.0f"), ratio)
 		}
 		w("\n%s\n\n", scenarioNote(sc))
+		writeCharts(w, chartsOf(charts, sc))
+	}
+	var scaling []chart
+	for _, h := range hotScenarios {
+		scaling = append(scaling, chartsOf(charts, "scaling "+h.bench)...)
+	}
+	if len(scaling) > 0 {
+		w("## By core count\n\nThe hot-key scenarios at each -cpu value (the tables above have each count as its own scenario, `/cpu=N`).\n\n")
+		writeCharts(w, scaling)
 	}
 
 	w("## Accuracy: offered against admitted\n\n")
@@ -128,12 +146,17 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("- Over the minute, burst 10 admits 10.15/s: the initial burst of 10 spread over 60 s.\n")
 	w("- Clumped traffic shows the fixed window's boundary burst: the clump at the end of one window and the clump at the start of the next fall within 20 ms, and both are admitted in full: 2N. The sliding log never passes N; the sliding-window counter stays below 2N by weighting the previous window; GCRA admits its burst plus what refilled.\n\n")
 
-	w("## Charts\n\n")
-	for _, c := range charts {
-		w("![%s](%s)\n\n", c.caption, c.file)
-	}
+	writeCharts(w, chartsOf(charts, "accuracy"))
 	w("## benchstat\n\n```\n%s```\n", benchstat)
 	return flagged, os.WriteFile(filepath.Join(o.out, "BENCHMARKS.md"), []byte(b.String()), 0o644)
+}
+
+// writeCharts puts charts in the report, each with its caption as its
+// alternative text.
+func writeCharts(w func(string, ...any), cs []chart) {
+	for _, c := range cs {
+		w("![%s](%s)\n\n", c.caption, c.file)
+	}
 }
 
 // accTable writes one row per algorithm and one column per offered rate.
@@ -233,7 +256,7 @@ func scenarioLabel(sc string) string {
 // writeHot writes the section on one key offered from every core: one
 // table per scenario with the benchmark's throughput and allowed share
 // beside the latency harness's percentiles.
-func writeHot(w func(string, ...any), res results, lat []latScenario) {
+func writeHot(w func(string, ...any), res results, lat []latScenario, charts []chart) {
 	w("## One key from every core\n\n")
 	w("Four scenarios on one key, from every call admitted to every call denied, as a hot key meets a limiter in production. ")
 	w("Throughput: `b.RunParallel`, one goroutine per core (GOMAXPROCS=%d), every goroutine calling as fast as it can; ns/op is wall time divided by all the calls. ", runtime.GOMAXPROCS(0))
@@ -281,6 +304,8 @@ func writeHot(w func(string, ...any), res results, lat []latScenario) {
 			w("\nThe harness's own cost (`clock only`, an empty call): p50 %s, p99 %s, p99.9 %s.", fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.p999))
 		}
 		w(" %s%s\n\n", hotNote(h), pacerNote(h, m))
+		writeCharts(w, chartsOf(charts, h.bench))
+		writeCharts(w, chartsOf(charts, "latency "+h.bench))
 	}
 	w("Reading the latencies: a CAS never parks a goroutine, so each admission costs the transfer of the key's cache line between cores, and a denial (which writes nothing) leaves the line shared. Under a mutex (x/time/rate, juju, throttled's store, go-limiter's bucket) a goroutine that loses the lock spins, then parks, and a parked call waits for a scheduler round trip: that is the p99.9 of the mutex-based limiters. With more goroutines than cores, any call can also be descheduled between its two clock reads, which no limiter causes; the raw file `raw/latency.txt` has the maxima.\n\n")
 }
@@ -331,6 +356,9 @@ func pacerNote(h hotScenario, m map[string]map[string]stat) string {
 }
 
 func fmtDur(d time.Duration) string {
+	if d >= time.Millisecond {
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	}
 	if d >= time.Microsecond {
 		return fmt.Sprintf("%.2f µs", float64(d)/1e3)
 	}

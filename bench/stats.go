@@ -46,8 +46,12 @@ func (i runInfo) procList() string {
 
 // readResults parses go test output files with benchstat's reader and
 // summarises each sample with benchstat's statistics.
+//
+// A scenario measured at several core counts (go test -cpu=1,2,…) is split
+// into one scenario per count, named with /cpu=N appended.
 func readResults(paths ...string) (results, runInfo, error) {
-	samples := map[string]map[string]map[string][]float64{}
+	// scenario → GOMAXPROCS → impl → unit → values
+	samples := map[string]map[int]map[string]map[string][]float64{}
 	var info runInfo
 	for _, path := range paths {
 		f, err := os.Open(path)
@@ -64,10 +68,14 @@ func readResults(paths ...string) (results, runInfo, error) {
 				info.cpu = cpu
 			}
 			full := strings.TrimPrefix(res.Name.String(), "Benchmark")
+			procs := 1 // go test names no suffix at GOMAXPROCS=1
 			if m := procSuffix.FindString(full); m != "" {
-				if n, err := strconv.Atoi(m[1:]); err == nil && !slices.Contains(info.procs, n) {
-					info.procs = append(info.procs, n)
+				if n, err := strconv.Atoi(m[1:]); err == nil {
+					procs = n
 				}
+			}
+			if !slices.Contains(info.procs, procs) {
+				info.procs = append(info.procs, procs)
 			}
 			name := procSuffix.ReplaceAllString(full, "")
 			scenario, impl, found := strings.Cut(name, "/impl=")
@@ -76,17 +84,20 @@ func readResults(paths ...string) (results, runInfo, error) {
 			}
 			impl = peerName(impl)
 			if samples[scenario] == nil {
-				samples[scenario] = map[string]map[string][]float64{}
+				samples[scenario] = map[int]map[string]map[string][]float64{}
 			}
-			if samples[scenario][impl] == nil {
-				samples[scenario][impl] = map[string][]float64{}
+			if samples[scenario][procs] == nil {
+				samples[scenario][procs] = map[string]map[string][]float64{}
+			}
+			if samples[scenario][procs][impl] == nil {
+				samples[scenario][procs][impl] = map[string][]float64{}
 			}
 			for _, v := range res.Values {
 				unit, value := v.Unit, v.Value
 				if v.OrigUnit != "" {
 					unit, value = v.OrigUnit, v.OrigValue
 				}
-				samples[scenario][impl][unit] = append(samples[scenario][impl][unit], value)
+				samples[scenario][procs][impl][unit] = append(samples[scenario][procs][impl][unit], value)
 			}
 		}
 		f.Close()
@@ -96,13 +107,19 @@ func readResults(paths ...string) (results, runInfo, error) {
 	}
 	slices.Sort(info.procs)
 	out := results{}
-	for sc, impls := range samples {
-		out[sc] = map[string]map[string]stat{}
-		for impl, units := range impls {
-			out[sc][impl] = map[string]stat{}
-			for unit, vals := range units {
-				s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
-				out[sc][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, min: slices.Min(vals), max: slices.Max(vals), n: len(vals)}
+	for sc, byProcs := range samples {
+		for procs, impls := range byProcs {
+			key := sc
+			if len(byProcs) > 1 {
+				key = fmt.Sprintf("%s/cpu=%d", sc, procs)
+			}
+			out[key] = map[string]map[string]stat{}
+			for impl, units := range impls {
+				out[key][impl] = map[string]stat{}
+				for unit, vals := range units {
+					s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
+					out[key][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, min: slices.Min(vals), max: slices.Max(vals), n: len(vals)}
+				}
 			}
 		}
 	}
