@@ -178,7 +178,7 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 		for _, c := range changes {
 			peers := "—"
 			if !math.IsNaN(c.peers) {
-				peers = fmt.Sprintf("%.2f×", c.peers)
+				peers = fmtRatio(c.peers)
 			}
 			allocs := "—"
 			if !math.IsNaN(c.allocsNow) {
@@ -187,7 +187,7 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 					allocs = fmt.Sprintf("%.0f → %.0f", c.allocsWas, c.allocsNow)
 				}
 			}
-			w("| %s | %s | %s | %.2f× | %s | %s | %s |\n", c.scenario, fmtStat(c.was, c.unit), fmtStat(c.now, c.unit), c.ratio, peers, allocs, c.verdict)
+			w("| %s | %s | %s | %s | %s | %s | %s |\n", c.scenario, fmtStat(c.was, c.unit), fmtStat(c.now, c.unit), fmtRatio(c.ratio), peers, allocs, c.verdict)
 			if c.regression {
 				flagged = append(flagged, c.scenario)
 			}

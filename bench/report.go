@@ -83,7 +83,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 				bestName += fmt.Sprintf(" (admitted %.3f/op, atomiclimit %.3f/op)", a.center, b.center)
 			}
 		}
-		w("| %s | %s | %s | %s | %.2f× | %s |\n", scenarioLabel(sc), fmtUnit(our.center, unit), bestName, fmtUnit(best, unit), our.center/best, ahead)
+		w("| %s | %s | %s | %s | %s | %s |\n", scenarioLabel(sc), fmtUnit(our.center, unit), bestName, fmtUnit(best, unit), fmtRatio(our.center/best), ahead)
 	}
 	if len(behind) > 0 {
 		w("\nNot ahead in: %s. See the scenario's table and the notes below it.\n", strings.Join(behind, ", "))
@@ -112,7 +112,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 			s := m[unit]
 			ratio := "—"
 			if p.name != ours && s.center > 0 {
-				ratio = fmt.Sprintf("%.2f×", our.center/s.center)
+				ratio = fmtRatio(our.center / s.center)
 			}
 			interval := fmt.Sprintf("%s – %s", fmtUnit(s.lo, unit), fmtUnit(s.hi, unit))
 			if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
@@ -283,7 +283,7 @@ func writeHot(w func(string, ...any), res results, lat []latScenario, charts []c
 			s := u["ns/op"]
 			ratio := "—"
 			if p.name != ours && s.center > 0 {
-				ratio = fmt.Sprintf("%.2f×", our.center/s.center)
+				ratio = fmtRatio(our.center / s.center)
 			}
 			interval := fmt.Sprintf("%s – %s", fmtUnit(s.lo, "ns/op"), fmtUnit(s.hi, "ns/op"))
 			if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
@@ -365,12 +365,21 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%d ns", d.Nanoseconds())
 }
 
+// fmtRate writes a count per second: 31.03 M, 975 k, 12.
 func fmtRate(v float64) string {
 	switch {
-	case v >= 1e6:
-		return fmt.Sprintf("%.3g M", v/1e6)
+	case v >= 999_500:
+		return fmt.Sprintf("%.2f M", v/1e6)
 	case v >= 1e3:
-		return fmt.Sprintf("%.3g k", v/1e3)
+		return fmt.Sprintf("%.0f k", v/1e3)
 	}
-	return fmt.Sprintf("%.3g", v)
+	return fmt.Sprintf("%.0f", v)
+}
+
+// fmtRatio writes a ratio with two significant digits at least.
+func fmtRatio(r float64) string {
+	if r < 0.1 {
+		return fmt.Sprintf("%.2g×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
 }
