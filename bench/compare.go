@@ -19,7 +19,9 @@ import (
 // The rules that flag a change of atomiclimit's figure against the committed
 // run. Contended figures on a shared VM swing 2-3× with where the host places
 // the vCPUs, so a ratio alone proves nothing: a regression also needs the
-// 95% intervals (benchstat's, 6 runs or more on each side) to be disjoint.
+// 95% intervals (benchstat's, 6 runs or more on each side) to be disjoint,
+// and our ratio to exceed the peers' median ratio in the same scenario by as
+// much (the peers' code did not change: what moved them is the machine).
 const (
 	// flagRatio: a time per decision is flagged when this run's median is
 	// more than this many times the committed one (or less than its inverse
@@ -140,13 +142,20 @@ func judge(c change) (string, bool) {
 		return "~", false
 	}
 	finite := !math.IsInf(c.was.lo, 0) && !math.IsInf(c.was.hi, 0) && !math.IsInf(c.now.lo, 0) && !math.IsInf(c.now.hi, 0)
+	// The machine moved as much: the peers, whose code did not change,
+	// slowed down by about as much.
+	machine := !math.IsNaN(c.peers) && c.ratio/c.peers <= flagRatio
 	switch {
+	case c.ratio > flagRatio && finite && c.now.lo > c.was.hi && machine:
+		return fmt.Sprintf("slower, as were the peers (%s): the machine", fmtRatio(c.peers)), false
 	case c.ratio > flagRatio && finite && c.now.lo > c.was.hi:
 		return "**REGRESSION**", true
 	case c.ratio > flagRatio && !finite:
 		return "slower? too few runs to tell", false
 	case c.ratio > flagRatio:
 		return "slower, within the intervals (noise)", false
+	case c.ratio < 1/flagRatio && finite && c.now.hi < c.was.lo && !math.IsNaN(c.peers) && c.peers/c.ratio <= flagRatio:
+		return fmt.Sprintf("faster, as were the peers (%s): the machine", fmtRatio(c.peers)), false
 	case c.ratio < 1/flagRatio && finite && c.now.hi < c.was.lo:
 		return "faster", false
 	}
@@ -170,7 +179,7 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 		w("**This run is on another machine or core count** (%s, -cpu=%s): the ratios compare the machines as well as the code. ", orUnknown(nowInfo.cpu), nowInfo.procList())
 	}
 	w("The peers' column is the median of every peer's own ratio in the same scenario: the peers' code did not change, so it shows how much the machine moved.\n\n")
-	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one and the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap; heap bytes per key (3 runs, steady to 0.1%%) when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, memFlagRatio, flagRatio)
+	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one, the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap, and the ratio is also more than %.2f× the peers' median ratio (otherwise the machine moved, and the verdict says so); heap bytes per key (3 runs, steady to 0.1%%) when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, flagRatio, memFlagRatio, flagRatio)
 	changes, missing := compareRuns(base.res, now)
 	var flagged []string
 	if len(changes) > 0 {

@@ -23,6 +23,9 @@ func TestJudge(t *testing.T) {
 		wantWords string
 	}{
 		{"slower, disjoint", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52)}, true, "REGRESSION"},
+		{"slower, disjoint, peers a little", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.05}, true, "REGRESSION"},
+		{"slower, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.3}, false, "the machine"},
+		{"faster, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(30, 29, 31), peers: 0.7}, false, "the machine"},
 		{"slower, overlapping", change{unit: "ns/op", was: ns(40, 30, 50), now: ns(50, 45, 55)}, false, "noise"},
 		{"slower, one run", change{unit: "ns/op", was: ns(40, 39, 41), now: few(60)}, false, "too few runs"},
 		{"within 10%", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(43, 42.5, 43.5)}, false, "~"},
@@ -34,6 +37,9 @@ func TestJudge(t *testing.T) {
 		c := tc.c
 		if c.allocsNow == 0 && c.allocsWas == 0 {
 			c.allocsWas, c.allocsNow = math.NaN(), math.NaN()
+		}
+		if c.peers == 0 {
+			c.peers = math.NaN()
 		}
 		c.ratio = c.now.center / c.was.center
 		verdict, flagged := judge(c)
