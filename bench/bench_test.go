@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,7 +80,7 @@ func BenchmarkSerial(b *testing.B) {
 		if p.single == nil {
 			continue
 		}
-		b.Run("impl="+p.name, func(b *testing.B) {
+		b.Run("impl="+p.id(), func(b *testing.B) {
 			l := p.single(admitAll)
 			var allowed int64
 			b.ReportAllocs()
@@ -94,20 +95,39 @@ func BenchmarkSerial(b *testing.B) {
 	}
 }
 
-func BenchmarkHotKey(b *testing.B) {
-	for _, p := range peers {
-		if p.single == nil {
+func BenchmarkHotKey(b *testing.B) { benchHot(b, "HotKey") }
+
+// benchHot runs every implementation that takes part in the hot-key
+// scenarios whose name starts with prefix, as sub-benchmarks named by the
+// rest of the scenario's name and impl=….
+func benchHot(b *testing.B, prefix string) {
+	for _, h := range hotScenarios {
+		rest, ok := strings.CutPrefix(h.bench, prefix)
+		if !ok {
 			continue
 		}
-		b.Run("impl="+p.name, func(b *testing.B) {
-			parallelAllow(b, p.single(admitAll))
-		})
+		rest = strings.TrimPrefix(rest+"/", "/")
+		for _, p := range peers {
+			if !h.runs(p) {
+				continue
+			}
+			b.Run(rest+"impl="+p.id(), func(b *testing.B) {
+				l, err := h.start(p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				allowed := parallelAllow(b, l)
+				if h.s != admitAll && !h.drain {
+					b.ReportMetric(float64(allowed)/b.Elapsed().Seconds(), "allowed/s")
+				}
+			})
+		}
 	}
 }
 
 // parallelAllow calls l.allow from every goroutine of b.RunParallel and
 // reports the share of calls admitted.
-func parallelAllow(b *testing.B, l single) {
+func parallelAllow(b *testing.B, l single) int64 {
 	var allowed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -121,24 +141,20 @@ func parallelAllow(b *testing.B, l single) {
 		allowed.Add(n)
 	})
 	report(b, allowed.Load())
+	return allowed.Load()
 }
+
+// BenchmarkContended: all goroutines (b.RunParallel) on one key whose limit
+// admits part of what they offer, 10^6/s (mostly denials) and 10^8/s (mostly
+// admissions); BenchmarkHotKey is the case where every call is admitted, and
+// BenchmarkDeny the one where every call is denied. Besides allowed/op it
+// reports allowed/s, which no limiter should take beyond its rate (plus its
+// burst once over the run).
+func BenchmarkContended(b *testing.B) { benchHot(b, "Contended") }
 
 // BenchmarkDeny: one call per hour, spent before the timer starts; every
 // call is a denial. (uber/ratelimit blocks instead of denying: not run.)
-func BenchmarkDeny(b *testing.B) {
-	for _, p := range peers {
-		if p.single == nil || p.name == "uber/ratelimit" || p.name == "floor" {
-			continue
-		}
-		b.Run("impl="+p.name, func(b *testing.B) {
-			l := p.single(denyAfterOne)
-			if !l.allow() {
-				b.Fatal("the first call was denied")
-			}
-			parallelAllow(b, l)
-		})
-	}
-}
+func BenchmarkDeny(b *testing.B) { benchHot(b, "Deny") }
 
 // BenchmarkKeys runs one implementation at a time on both distributions,
 // then drops its million keys, so that only one fixture is alive and the
@@ -154,7 +170,7 @@ func BenchmarkKeys(b *testing.B) {
 			name string
 			seq  []uint32
 		}{{"uniform", uniformSeq}, {"zipf", zipfSeq}} {
-			b.Run(fmt.Sprintf("dist=%s/keys=%d/impl=%s", dist.name, keysCount, p.name), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dist=%s/keys=%d/impl=%s", dist.name, keysCount, p.id()), func(b *testing.B) {
 				if k == nil {
 					k = filled(p)
 				}
@@ -190,7 +206,7 @@ func BenchmarkInsert(b *testing.B) {
 		if p.keyed == nil {
 			continue
 		}
-		b.Run("impl="+p.name, func(b *testing.B) {
+		b.Run("impl="+p.id(), func(b *testing.B) {
 			k := p.keyed(admitAll)
 			var allowed int64
 			b.ReportAllocs()
@@ -224,7 +240,7 @@ func BenchmarkMemory(b *testing.B) {
 		if p.keyed == nil {
 			continue
 		}
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.name), func(b *testing.B) {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
 			var perKey float64
 			for range b.N {
 				before := heapAlloc()

@@ -3,113 +3,473 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// A chart is a file under charts/ with the caption the report gives it.
-type chart struct{ file, caption string }
+// A chart is a file under charts/ with the caption the report gives it,
+// and what it shows: a scenario's name, "latency " or "scaling " and a
+// hot-key scenario's, or "accuracy".
+type chart struct{ file, caption, of string }
 
-var ourColor = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+// chartsOf returns the charts of what, in order.
+func chartsOf(cs []chart, what string) []chart {
+	var out []chart
+	for _, c := range cs {
+		if c.of == what {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The colours: ours stands out, the peers share one, the floor (not a
+// limiter) is grey.
+var (
+	ourColor   = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	peerColor  = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	floorColor = color.RGBA{R: 0x99, G: 0x99, B: 0x99, A: 0xff}
+	// shades for p50, p99, p99.9, lightest first, for peers and for ours.
+	peerShades = []color.Color{color.RGBA{0x9e, 0xc9, 0xe9, 0xff}, color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0x0b, 0x35, 0x5a, 0xff}}
+	ourShades  = []color.Color{color.RGBA{0xf4, 0xa5, 0xa5, 0xff}, color.RGBA{0xd6, 0x27, 0x28, 0xff}, color.RGBA{0x7a, 0x10, 0x10, 0xff}}
+)
+
+func implColor(name string) color.Color {
+	switch name {
+	case ours:
+		return ourColor
+	case "floor", "clock only":
+		return floorColor
+	}
+	return peerColor
+}
 
 // drawCharts draws one horizontal bar chart per scenario (ns/op, or B/key),
-// the p99 latency chart and the accuracy chart.
-func drawCharts(out string, res results, lat []latResult, acc []accRow) ([]chart, error) {
+// one latency chart per hot-key scenario, the accuracy chart and, where the
+// run measured several core counts, a scaling chart per hot-key scenario.
+func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []accRow) ([]chart, error) {
 	var charts []chart
 	for _, sc := range res.scenarios() {
-		unit, label := "ns/op", "ns per decision (median; shorter is better)"
+		unit, label, format := "ns/op", "ns per decision (median; shorter is better)", fmtNs
 		if strings.HasPrefix(sc, "Memory") {
-			unit, label = "B/key", "heap bytes per key (shorter is better)"
+			unit, label, format = "B/key", "heap bytes per key (shorter is better)", fmtCount
 		}
-		var names []string
-		var vals plotter.Values
+		var bars []bar
 		for _, p := range peers {
 			if s, ok := res[sc][p.name][unit]; ok {
-				names = append(names, p.name)
-				vals = append(vals, s.center)
+				bars = append(bars, bar{name: p.name, v: s.center, color: implColor(p.name), label: fmtUnit(s.center, unit)})
 			}
 		}
-		if len(vals) == 0 {
+		if len(bars) == 0 {
 			continue
 		}
 		file := "charts/" + slug(sc) + ".png"
-		if err := barChart(filepath.Join(out, file), sc, label, names, vals); err != nil {
+		if err := barChart(filepath.Join(out, file), scenarioLabel(sc), label, bars, format); err != nil {
 			return nil, err
 		}
-		charts = append(charts, chart{file, sc + ": " + label})
+		charts = append(charts, chart{file, scenarioLabel(sc) + ": " + label, sc})
 	}
-	var names []string
-	var vals plotter.Values
-	for _, l := range lat {
-		names = append(names, l.impl)
-		vals = append(vals, float64(l.p99.Nanoseconds()))
-	}
-	if err := barChart(filepath.Join(out, "charts/latency-p99.png"), "one hot key, 4×GOMAXPROCS goroutines", "p99 latency of one decision, ns (shorter is better)", names, vals); err != nil {
-		return nil, err
-	}
-	charts = append(charts, chart{"charts/latency-p99.png", "p99 latency of single decisions under contention"})
-
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Limit %d/s: admitted vs offered", accuracyLimit)
-	p.X.Label.Text = "offered per second"
-	p.Y.Label.Text = "admitted per second (over a minute)"
-	p.Legend.Top, p.Legend.Left = true, true
-	var lines []any
-	for _, row := range acc {
-		xys := make(plotter.XYs, len(offeredRates))
-		for i, o := range offeredRates {
-			xys[i] = plotter.XY{X: float64(o), Y: row.admitted[i]}
+	for _, ls := range lat {
+		file := "charts/latency-" + slug(ls.bench) + ".png"
+		if err := latencyChart(filepath.Join(out, file), ls); err != nil {
+			return nil, err
 		}
-		lines = append(lines, row.name, xys)
+		charts = append(charts, chart{file, fmt.Sprintf("latency of single decisions, %s (%s): p50, p99 and p99.9", ls.bench, ls.what), "latency " + ls.bench})
 	}
-	if err := plotutil.AddLinePoints(p, lines...); err != nil {
+	if len(cpus) > 1 {
+		for _, h := range hotScenarios {
+			file := "charts/scaling-" + slug(h.bench) + ".png"
+			ok, err := scalingChart(filepath.Join(out, file), h, res, cpus)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				charts = append(charts, chart{file, fmt.Sprintf("%s (%s) by core count", h.bench, h.what), "scaling " + h.bench})
+			}
+		}
+	}
+	if err := accuracyChart(filepath.Join(out, "charts/accuracy.png"), acc); err != nil {
 		return nil, err
 	}
-	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(out, "charts/accuracy.png")); err != nil {
-		return nil, err
-	}
-	charts = append(charts, chart{"charts/accuracy.png", "accuracy: admitted against offered load, limit 10/s"})
+	charts = append(charts, chart{"charts/accuracy.png", fmt.Sprintf("accuracy: admitted against offered load, limit %d/s", accuracyLimit), "accuracy"})
 	return charts, nil
 }
 
-func barChart(path, title, label string, names []string, vals plotter.Values) error {
+// A bar is one labelled value of a horizontal bar chart.
+type bar struct {
+	name  string
+	v     float64
+	color color.Color
+	label string
+}
+
+// hbars draws groups of horizontal bars, one group per row (row 0 at the
+// top), each bar from the axis's left edge to its value, with its label
+// after its end. Its glyph boxes make the plot leave room for the labels,
+// so no bar or label is cut off at any scale.
+type hbars struct {
+	rows  [][]bar
+	width vg.Length // of one bar
+	label draw.TextStyle
+}
+
+func (h *hbars) y(row, i int) float64 {
+	n := len(h.rows[row])
+	// Bars of a group are spread over 0.8 of a row, first on top.
+	return float64(len(h.rows)-1-row) + 0.8*(float64(n-1)/2-float64(i))/float64(max(n, 1))
+}
+
+func (h *hbars) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	x0 := trX(plt.X.Min)
+	for r, row := range h.rows {
+		for i, b := range row {
+			if b.v <= 0 {
+				continue
+			}
+			y := trY(h.y(r, i))
+			x1 := trX(b.v)
+			c.FillPolygon(b.color, []vg.Point{{X: x0, Y: y - h.width/2}, {X: x1, Y: y - h.width/2}, {X: x1, Y: y + h.width/2}, {X: x0, Y: y + h.width/2}})
+			c.FillText(h.label, vg.Point{X: x1 + vg.Points(3), Y: y}, b.label)
+		}
+	}
+}
+
+func (h *hbars) GlyphBoxes(plt *plot.Plot) []plot.GlyphBox {
+	var boxes []plot.GlyphBox
+	for r, row := range h.rows {
+		for i, b := range row {
+			if b.v <= 0 {
+				continue
+			}
+			rect := h.label.Rectangle(b.label)
+			boxes = append(boxes, plot.GlyphBox{
+				X: plt.X.Norm(b.v), Y: plt.Y.Norm(h.y(r, i)),
+				Rectangle: vg.Rectangle{Min: vg.Point{X: vg.Points(3), Y: rect.Min.Y}, Max: vg.Point{X: vg.Points(3) + rect.Max.X, Y: rect.Max.Y}},
+			})
+		}
+	}
+	return boxes
+}
+
+// values returns every positive value of the chart.
+func (h *hbars) values() []float64 {
+	var vs []float64
+	for _, row := range h.rows {
+		for _, b := range row {
+			if b.v > 0 {
+				vs = append(vs, b.v)
+			}
+		}
+	}
+	return vs
+}
+
+// logAbove: a chart whose largest value is more than this many times its
+// smallest gets a log axis, so that the small bars stay readable.
+const logAbove = 25
+
+// newBarPlot sets up a plot of h: names down the left, values along the
+// bottom from zero (linear) or from the decade below the smallest (log).
+func newBarPlot(title, xlabel string, names []string, h *hbars, format func(float64) string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = label
-	bars, err := plotter.NewBarChart(vals, vg.Points(14))
+	p.X.Label.Text = xlabel
+	h.label = p.X.Tick.Label
+	h.label.XAlign, h.label.YAlign = draw.XLeft, draw.YCenter
+	p.Add(h)
+	vs := h.values()
+	lo, hi := math.Inf(1), 0.0
+	for _, v := range vs {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if hi == 0 {
+		hi, lo = 1, 1
+	}
+	if hi/lo > logAbove {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = logTicks{format}
+		p.X.Min = math.Pow10(int(math.Floor(math.Log10(lo))))
+		p.X.Max = hi
+		p.X.Label.Text += " (log scale)"
+	} else {
+		p.X.Min, p.X.Max = 0, hi
+	}
+	rev := make([]string, len(names))
+	for i, n := range names {
+		rev[len(names)-1-i] = n
+	}
+	p.NominalY(rev...)
+	p.Y.Min, p.Y.Max = -0.6, float64(len(names))-0.4
+	return p
+}
+
+func barChart(path, title, xlabel string, bars []bar, format func(float64) string) error {
+	h := &hbars{width: vg.Points(13)}
+	var names []string
+	for _, b := range bars {
+		h.rows = append(h.rows, []bar{b})
+		names = append(names, b.name)
+	}
+	p := newBarPlot(title, xlabel, names, h, format)
+	return p.Save(7.5*vg.Inch, vg.Length(1.2+0.34*float64(len(names)))*vg.Inch, path)
+}
+
+// latencyChart draws p50, p99 and p99.9 of every implementation of one
+// hot-key scenario, three bars a row, on a log axis when they span much.
+func latencyChart(path string, ls latScenario) error {
+	h := &hbars{width: vg.Points(8)}
+	var names []string
+	for _, r := range ls.rows {
+		shades := peerShades
+		if r.impl == ours {
+			shades = ourShades
+		}
+		var row []bar
+		for i, d := range []float64{float64(r.p50), float64(r.p99), float64(r.p999)} {
+			c := shades[i]
+			if r.impl == "clock only" || r.impl == "floor" {
+				c = shadeOf(floorColor, i)
+			}
+			row = append(row, bar{v: d, color: c, label: fmtDur(time.Duration(d))})
+		}
+		h.rows = append(h.rows, row)
+		names = append(names, r.impl)
+	}
+	p := newBarPlot(fmt.Sprintf("%s (%s), %d goroutines", ls.bench, ls.what, latencyWorkers()), "latency of one decision (shorter is better)", names, h, fmtNs)
+	l := plot.NewLegend()
+	entries := []string{"p50", "p99", "p99.9"}
+	for i, q := range entries {
+		l.Add(q, swatch{peerShades[i]})
+	}
+	return saveWithLegend(p, l, entries, 8*vg.Inch, vg.Length(1.3+0.55*float64(len(names)))*vg.Inch, path)
+}
+
+// shadeOf lightens c for i = 0, keeps it for 1 and darkens it for 2.
+func shadeOf(c color.RGBA, i int) color.Color {
+	f := []float64{1.5, 1, 0.6}[i]
+	s := func(v uint8) uint8 { return uint8(min(255, float64(v)*f)) }
+	return color.RGBA{s(c.R), s(c.G), s(c.B), 0xff}
+}
+
+// swatch is a legend thumbnail: a filled box.
+type swatch struct{ c color.Color }
+
+func (s swatch) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	c.FillPolygon(s.c, []vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+}
+
+// saveWithLegend draws the plot on the left and its legend in a column of
+// its own on the right, off the data.
+func saveWithLegend(p *plot.Plot, l plot.Legend, entries []string, w, h vg.Length, path string) error {
+	var strip vg.Length
+	for _, e := range entries {
+		strip = max(strip, l.TextStyle.Width(e))
+	}
+	strip += l.ThumbnailWidth + vg.Points(24)
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, 0, -strip, 0, 0))
+	l.Top, l.Left = true, true
+	l.Draw(draw.Crop(dc, w-strip+vg.Points(8), 0, 0, -vg.Points(24)))
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	bars.Horizontal = true
-	bars.LineStyle.Width = 0
-	bars.Color = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
-	p.Add(bars)
-	// Our bar again, in its own colour.
-	for i, n := range names {
-		if n == "atomiclimit" {
-			ours := make(plotter.Values, len(vals))
-			ours[i] = vals[i]
-			b, err := plotter.NewBarChart(ours, vg.Points(14))
-			if err != nil {
-				return err
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// logTicks labels 1, 2 and 5 times each power of ten on a log axis of up
+// to three decades, and the powers of ten alone (with unlabelled minor
+// ticks) on a longer one.
+type logTicks struct{ format func(float64) string }
+
+func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	wide := math.Log10(hi/lo) > 3
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow10(int(e))
+			if v < lo*0.999 || v > hi*1.001 {
+				continue
 			}
-			b.Horizontal = true
-			b.LineStyle.Width = 0
-			b.Color = ourColor
-			p.Add(b)
+			label := ""
+			if m == 1 || (!wide && (m == 2 || m == 5)) {
+				label = t.format(v)
+			}
+			ts = append(ts, plot.Tick{Value: v, Label: label})
 		}
 	}
-	p.NominalY(names...)
-	p.X.Min = 0
-	return p.Save(7*vg.Inch, vg.Length(1.2+0.32*float64(len(names)))*vg.Inch, path)
+	return ts
+}
+
+// fmtCount writes a tick of a count or a size: 500, 2k, 1M.
+func fmtCount(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%gM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%gk", v/1e3)
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// fmtNs writes a tick of nanoseconds: 500 ns, 2 µs, 1 ms.
+func fmtNs(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%g ms", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%g µs", v/1e3)
+	}
+	return fmt.Sprintf("%g ns", v)
 }
 
 func slug(s string) string {
 	r := strings.NewReplacer("/", "-", "=", "-", " ", "-")
 	return strings.ToLower(r.Replace(s))
+}
+
+// accuracyChart draws admitted against offered per second for every
+// algorithm: a log axis of the offered rates, each measured rate a point,
+// the offered load itself as grey points (what admitting everything would
+// give) and the limit as a dashed line; the legend in a column of its own.
+func accuracyChart(path string, acc []accRow) error {
+	p := plot.New()
+	// No label on a log-scale Y axis: gonum v0.10 reserves room for it at
+	// the arithmetic mid-point of the range, near the top of a log axis,
+	// and leaves a blank band above the data. The title says it instead.
+	p.Title.Text = fmt.Sprintf("Limit %d/s: admitted per second (over a minute, log scale) against offered", accuracyLimit)
+	p.X.Label.Text = "offered per second (log scale; a point at each rate offered)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	var xt []plot.Tick
+	for _, o := range offeredRates {
+		xt = append(xt, plot.Tick{Value: float64(o), Label: fmt.Sprint(o)})
+	}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(xt), logTicks{fmtCount}
+	lo, hi := float64(offeredRates[0])/1.15, float64(offeredRates[len(offeredRates)-1])*1.15
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+	p.Add(plotter.NewGrid())
+
+	l := plot.NewLegend()
+	var entries []string
+
+	limit, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: accuracyLimit}, {X: p.X.Max, Y: accuracyLimit}})
+	if err != nil {
+		return err
+	}
+	limit.Color, limit.Dashes, limit.Width = floorColor, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(1)
+	p.Add(limit)
+	l.Add(fmt.Sprintf("the limit, %d/s", accuracyLimit), limit)
+	entries = append(entries, fmt.Sprintf("the limit, %d/s", accuracyLimit))
+
+	var offered plotter.XYs
+	for _, o := range offeredRates {
+		offered = append(offered, plotter.XY{X: float64(o), Y: float64(o)})
+	}
+	op, err := plotter.NewScatter(offered)
+	if err != nil {
+		return err
+	}
+	op.GlyphStyle = draw.GlyphStyle{Color: floorColor, Radius: vg.Points(6), Shape: draw.CrossGlyph{}}
+	p.Add(op)
+	l.Add("offered (all admitted)", op)
+	entries = append(entries, "offered (all admitted)")
+
+	// Series that coincide (ours and x/time/rate at the same burst) stay
+	// visible: each point is drawn smaller than the last series' and with
+	// another shape.
+	for i, row := range acc {
+		xys := make(plotter.XYs, len(offeredRates))
+		for j, o := range offeredRates {
+			xys[j] = plotter.XY{X: float64(o), Y: row.admitted[j]}
+		}
+		line, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		c := plotutil.Color(i)
+		line.Color, line.Width = c, vg.Points(1.2)
+		line.Dashes = plotutil.Dashes(i)
+		pts.Color = c
+		pts.Shape = plotutil.Shape(i)
+		pts.Radius = vg.Points(max(2, 6.5-0.6*float64(i)))
+		p.Add(line, pts)
+		l.Add(row.name, line, pts)
+		entries = append(entries, row.name)
+	}
+	return saveWithLegend(p, l, entries, 11*vg.Inch, 5.5*vg.Inch, path)
+}
+
+// scalingChart draws ns/op over the core counts measured for every
+// implementation of one hot-key scenario; false if it has no figures.
+func scalingChart(path string, h hotScenario, res results, procs []int) (bool, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s (%s) by core count", h.bench, h.what)
+	p.X.Label.Text = "-cpu (GOMAXPROCS), log scale"
+	p.Y.Label.Text = "ns per decision (median; lower is better)"
+	p.X.Scale = plot.LogScale{}
+	var xt []plot.Tick
+	for _, n := range procs {
+		xt = append(xt, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(xt)
+	p.Y.Min = 0
+	l := plot.NewLegend()
+	var entries []string
+	lo, hi := math.Inf(1), 0.0
+	for i, pe := range peers {
+		var xys plotter.XYs
+		for _, n := range procs {
+			if s, ok := res[fmt.Sprintf("%s/cpu=%d", h.bench, n)][pe.name]["ns/op"]; ok && s.center > 0 {
+				xys = append(xys, plotter.XY{X: float64(n), Y: s.center})
+				lo, hi = min(lo, s.center), max(hi, s.center)
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		line, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return false, err
+		}
+		c := implColor(pe.name)
+		if c == peerColor {
+			c = plotutil.Color(i + 1)
+		}
+		line.Color, pts.Color, pts.Shape = c, c, plotutil.Shape(i)
+		if pe.name == ours {
+			line.Width = vg.Points(2.5)
+		}
+		p.Add(line, pts)
+		l.Add(pe.name, line, pts)
+		entries = append(entries, pe.name)
+	}
+	if len(entries) == 0 {
+		return false, nil
+	}
+	p.X.Min, p.X.Max = float64(procs[0])/1.2, float64(procs[len(procs)-1])*1.2
+	if hi/lo > logAbove {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{fmtNs}
+		p.Y.Min, p.Y.Max = math.Pow10(int(math.Floor(math.Log10(lo)))), hi*1.2
+		// No Y label on a log axis (see accuracyChart): the title says it.
+		p.Y.Label.Text = ""
+		p.Title.Text += "\ntime per decision (median, log scale; lower is better)"
+	}
+	return true, saveWithLegend(p, l, entries, 9*vg.Inch, 5*vg.Inch, path)
 }

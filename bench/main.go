@@ -1,8 +1,14 @@
 // Command bench compares atomiclimit with the Go rate limiters people use,
-// side by side on identical scenarios, and writes BENCHMARKS.md and charts.
+// side by side on identical scenarios, and writes a report (BENCHMARKS.md,
+// charts/ and raw/) that compares atomiclimit with the last committed run.
 //
-//	go -C bench run .           # the full comparison, under 10 minutes on 2 cores
+//	go -C bench run .           # the full comparison, about 5 minutes on 2 cores; report in bench/out/
 //	go -C bench run . -quick    # one short pass (CI), under a minute
+//	go -C bench run . -update   # a full run that rewrites the committed report in bench/
+//
+// The report goes to bench/out/ (ignored by git) unless -out says otherwise,
+// so that a run leaves the tree clean; only -update writes the tracked
+// bench/BENCHMARKS.md, bench/charts/ and bench/raw/.
 //
 // It runs this package's benchmarks with go test (statistics by benchstat's
 // own packages, and benchstat's table in the report), then, in process, the
@@ -12,80 +18,169 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
 type options struct {
 	quick     bool
+	update    bool
 	count     int
 	benchtime string
 	keys      int
 	out       string
+	baseline  string
 	latCalls  int
+	cpu       string
 }
+
+// defaultOut is where a run writes its report unless told otherwise:
+// bench/out/, which .gitignore lists.
+const defaultOut = "out"
 
 func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "one short pass: 100k keys, one count, short benchtime (CI)")
+	flag.BoolVar(&o.update, "update", false, "rewrite the committed report: write BENCHMARKS.md, charts/ and raw/ into bench/ itself (a full run; commit the result)")
 	flag.IntVar(&o.count, "count", 6, "runs of each benchmark (medians are reported; benchstat needs 6 for a 95% interval)")
 	flag.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime for each run")
 	flag.IntVar(&o.keys, "keys", 1_000_000, "keys in the keyed scenarios")
-	flag.StringVar(&o.out, "out", ".", "directory for BENCHMARKS.md, charts/ and raw/")
+	flag.StringVar(&o.out, "out", defaultOut, "directory for BENCHMARKS.md, charts/ and raw/ (bench/out/ is ignored by git)")
+	flag.StringVar(&o.baseline, "baseline", ".", "directory of the committed run to compare with (its raw/bench.txt and raw/memory.txt)")
 	flag.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
+	flag.StringVar(&o.cpu, "cpu", "", "go test -cpu list for the benchmarks, e.g. 1,2,4,8,16 (a scaling chart per hot-key scenario); default: GOMAXPROCS only")
 	flag.Parse()
+	if err := o.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if o.quick {
 		o.count, o.benchtime, o.keys, o.latCalls = 1, "30ms", 100_000, 40_000
 	}
 	start := time.Now()
-	if err := run(o); err != nil {
+	flagged, err := run(o)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "done in %v; report: %s\n", time.Since(start).Round(time.Second), filepath.Join(o.out, "BENCHMARKS.md"))
+	report, err := filepath.Abs(filepath.Join(o.out, "BENCHMARKS.md"))
+	if err != nil {
+		report = filepath.Join(o.out, "BENCHMARKS.md")
+	}
+	if len(flagged) > 0 {
+		fmt.Fprintf(os.Stderr, "against the committed run, flagged as regressions: %s\n", strings.Join(flagged, ", "))
+	}
+	fmt.Fprintf(os.Stderr, "done in %v; report: %s\n", time.Since(start).Round(time.Second), report)
 }
 
-func run(o options) error {
+// check validates the flags: -update writes the tracked files, so it takes
+// a full run and no other destination.
+func (o *options) check() error {
+	if !fileExists("bench_test.go") {
+		return errNotBenchDir
+	}
+	outSet := false
+	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if _, err := o.cpus(); err != nil {
+		return err
+	}
+	if o.update {
+		if outSet {
+			return errors.New("-update writes into bench/ itself: drop -out")
+		}
+		if o.quick {
+			return errors.New("-update takes a full run: the committed report is not a -quick one")
+		}
+		o.out = "."
+	}
+	return nil
+}
+
+// cpus returns the core counts the benchmarks run at: the -cpu list, or
+// GOMAXPROCS.
+func (o *options) cpus() ([]int, error) {
+	if o.cpu == "" {
+		return []int{runtime.GOMAXPROCS(0)}, nil
+	}
+	var ns []int
+	for _, f := range strings.Split(o.cpu, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-cpu=%s: %q is not a core count", o.cpu, f)
+		}
+		if !slices.Contains(ns, n) {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return ns, nil
+}
+
+func run(o options) ([]string, error) {
+	// First, before anything is written: with -update, the files to
+	// compare with are the ones this run replaces.
+	base := loadBaseline(o.baseline)
 	for _, dir := range []string{o.out, filepath.Join(o.out, "charts"), filepath.Join(o.out, "raw")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+			return nil, err
+		}
+	}
+	// Charts of scenarios a run no longer has would stay beside the new
+	// ones (and, with -update, in the tree): start from an empty set.
+	old, err := filepath.Glob(filepath.Join(o.out, "charts", "*.png"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return nil, err
 		}
 	}
 	rawPath := filepath.Join(o.out, "raw", "bench.txt")
 	memPath := filepath.Join(o.out, "raw", "memory.txt")
-	total := countBenchmarks()
+	cpus, _ := o.cpus()
+	total := countBenchmarks() * len(cpus)
 	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
-	if err := goTest(o, rawPath, "Serial|HotKey|Deny|Keys|Insert", o.benchtime, o.count, total); err != nil {
-		return err
+	if err := goTest(o, rawPath, benchPattern, o.benchtime, o.count, total); err != nil {
+		return nil, err
 	}
 	memCount := max(1, min(o.count, 3))
 	fmt.Fprintf(os.Stderr, "[2/4] heap per key: %d implementations × %d runs\n", countMemory(), memCount)
 	if err := goTest(o, memPath, "Memory", "1x", memCount, countMemory()); err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions under contention: %d timed calls per implementation\n", o.latCalls)
-	lat := measureLatency(o.latCalls)
+	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation\n", len(hotScenarios), o.latCalls)
+	lat, err := measureLatency(o.latCalls)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeLatencyRaw(filepath.Join(o.out, "raw", "latency.txt"), lat); err != nil {
+		return nil, err
+	}
 	fmt.Fprintln(os.Stderr, "[4/4] accuracy under a virtual clock, then the report")
 	acc := measureAccuracy()
-	res, err := readResults(rawPath, memPath)
+	res, info, err := readResults(rawPath, memPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	stat, err := benchstatTable(rawPath)
 	if err != nil {
 		stat = "benchstat failed: " + err.Error()
 	}
-	charts, err := drawCharts(o.out, res, lat, acc)
+	charts, err := drawCharts(o.out, res, cpus, lat, acc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeReport(o, res, lat, acc, stat, charts)
+	return writeReport(o, res, info, base, lat, acc, stat, charts)
 }
 
 // goTest runs the benchmarks matching pattern in this package and writes
@@ -96,8 +191,11 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 		return err
 	}
 	defer f.Close()
-	cmd := exec.Command("go", "test", "-run=^$", "-bench="+pattern, "-benchtime="+benchtime,
-		fmt.Sprintf("-count=%d", count), "-timeout=60m", ".")
+	args := []string{"test", "-run=^$", "-bench=" + pattern, "-benchtime=" + benchtime, fmt.Sprintf("-count=%d", count), "-timeout=60m"}
+	if o.cpu != "" && pattern == benchPattern {
+		args = append(args, "-cpu="+o.cpu)
+	}
+	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("ATOMICLIMIT_BENCH_KEYS=%d", o.keys))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -115,7 +213,7 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 		if strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t") {
 			done++
 			fields := strings.Fields(line)
-			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, strings.TrimSuffix(fields[0], fmt.Sprintf("-%d", runtime.GOMAXPROCS(0))), fields[2], fields[3])
+			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, fields[0], fields[2], fields[3])
 		}
 	}
 	if err := cmd.Wait(); err != nil {
@@ -124,14 +222,19 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 	return nil
 }
 
+// benchPattern selects the benchmarks of the main pass.
+const benchPattern = "Serial|HotKey|Contended|Deny|Keys|Insert"
+
 // countBenchmarks returns the number of sub-benchmarks one count runs.
 func countBenchmarks() int {
 	n := 0
 	for _, p := range peers {
 		if p.single != nil {
-			n += 2 // Serial, HotKey
-			if p.name != "uber/ratelimit" && p.name != "floor" {
-				n++ // Deny
+			n++ // Serial
+		}
+		for _, h := range hotScenarios {
+			if h.runs(p) {
+				n++
 			}
 		}
 		if p.keyed != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,9 +37,57 @@ var (
 	// denyAfterOne admits one call per hour: drained by one call, then every
 	// call is denied.
 	denyAfterOne = setting{n: 1, period: time.Hour, burst: 1}
+	// mostlyDeny is a million per second with a burst of 1000 (1 ms of
+	// traffic): every core offers more than that, so most calls are denied.
+	mostlyDeny = setting{n: 1_000_000, period: time.Second, burst: 1000}
+	// mostlyAdmit is 10^8 per second with a burst of 1000: more than a few
+	// cores offer, so most calls are admitted.
+	mostlyAdmit = setting{n: 100_000_000, period: time.Second, burst: 1000}
 )
 
 func (s setting) perSecond() float64 { return float64(s.n) / s.period.Seconds() }
+
+// A hotScenario is one key offered from every core: the benchmark named
+// bench and the latency harness run it.
+type hotScenario struct {
+	bench string // the benchmark's name, less "Benchmark" and impl=…
+	what  string
+	s     setting
+	// drain: the first call (before timing) spends the only token.
+	drain bool
+}
+
+// hotScenarios go from every call admitted to every call denied.
+var hotScenarios = []hotScenario{
+	{bench: "HotKey", what: "every call admitted", s: admitAll},
+	{bench: "Contended/rate=1e8/burst=1000", what: "mostly admissions", s: mostlyAdmit},
+	{bench: "Contended/rate=1e6/burst=1000", what: "mostly denials", s: mostlyDeny},
+	{bench: "Deny", what: "every call denied", s: denyAfterOne, drain: true},
+}
+
+// runs says whether p takes part: it needs a single-key form; a pacer
+// cannot take the deny path (it would block for an hour); the floor, which
+// admits every call, runs where most calls are admitted.
+func (h hotScenario) runs(p peer) bool {
+	switch {
+	case p.single == nil:
+		return false
+	case p.paces:
+		return !h.drain
+	case p.name == "floor":
+		return h.s == admitAll || h.s == mostlyAdmit
+	}
+	return true
+}
+
+// start returns p's limiter for the scenario, drained where it says so.
+func (h hotScenario) start(p peer) (single, error) {
+	l := p.single(h.s)
+	if h.drain && !l.allow() {
+		return nil, fmt.Errorf("%s: the first call was denied", p.name)
+	}
+	return l, nil
+}
 
 // single is a limiter for one key.
 type single interface{ allow() bool }
@@ -55,6 +105,25 @@ type peer struct {
 	note   string // how it is configured to do the same work
 	single func(setting) single
 	keyed  func(setting) keyed
+	// paces: its single-key call blocks until the limit lets it through
+	// (uber's Take) instead of denying: it never denies, and it would block
+	// for an hour in the deny scenario.
+	paces bool
+}
+
+// id is the peer's name in benchmark names: no slash, so that benchstat
+// reads impl=… as one key=value pair.
+func (p peer) id() string { return strings.ReplaceAll(p.name, "/", "-") }
+
+// peerName returns the peer's name for an impl=… value of a benchmark name,
+// its id or (in older raw output) its name.
+func peerName(impl string) string {
+	for _, p := range peers {
+		if p.id() == impl {
+			return p.name
+		}
+	}
+	return impl
 }
 
 // peers lists every implementation, ours first, then the floors.
@@ -75,10 +144,19 @@ var peers = []peer{
 	},
 	{
 		name: "uber/ratelimit",
-		note: "`ratelimit.New(n/s, WithSlack(burst−1))`, `Take()`: a pacer that blocks instead of denying, so only the admitted paths apply; no keyed form",
+		note: "tuned to match: `ratelimit.New(n/s, WithSlack(min(burst−1, 2^20)))`, `Take()`: a pacer that blocks until its slot instead of denying (allowed/op is always 1, and where the limit is below what the cores offer, ns/op is the pace); not run on the deny path, where it would block for an hour; no keyed form",
 		single: func(s setting) single {
 			return uberPacer{uber.New(int(s.perSecond()), uber.WithSlack(min(s.burst-1, 1<<20)))}
 		},
+		paces: true,
+	},
+	{
+		name: "uber-default",
+		note: "uber/ratelimit as users run it: `ratelimit.New(n/s)`, its default slack of 10 (at most 10 intervals of unused time banked), `Take()`",
+		single: func(s setting) single {
+			return uberPacer{uber.New(int(s.perSecond()))}
+		},
+		paces: true,
 	},
 	{
 		name:   "throttled",
@@ -88,7 +166,7 @@ var peers = []peer{
 	},
 	{
 		name:   "go-limiter",
-		note:   "`sethvargo/go-limiter` `memorystore` with `Tokens = burst` per `Interval = burst·period/n`: it refills all tokens at each interval (a fixed window), sweeper every 6 h. Its refill is min(ticks·interval/tokens, tokens), a whole refill only when interval/tokens ≥ tokens (ns): the admit-all scenarios therefore use a 1 h interval, in which it never refills and its 2^30 initial tokens admit every call",
+		note:   "`sethvargo/go-limiter` `memorystore` with `Tokens = burst` per `Interval = burst·period/n`: it refills all tokens at each interval (a fixed window), sweeper every 6 h. Its refill is min(ticks·interval/tokens, tokens), a whole refill only when interval/tokens ≥ tokens (ns), that is tokens ≤ 10^9/rate: the admit-all scenarios therefore use a 1 h interval, in which it never refills and its 2^30 initial tokens admit every call, and at 10^8/s it gets `Tokens = 10` per 100 ns, the same rate with the largest burst it refills in full. (A user who writes the natural `Tokens = 10^6, Interval = 1 s` gets 1,000 tokens a second after the first second.)",
 		single: func(s setting) single { return oneKey{newGoLimiter(s)} },
 		keyed:  func(s setting) keyed { return newGoLimiter(s) },
 	},
@@ -182,16 +260,25 @@ type goLimiter struct {
 
 func newGoLimiter(s setting) *goLimiter {
 	// burst tokens per the time burst tokens take at the limit's rate.
+	tokens := uint64(s.burst)
 	interval := time.Duration(float64(s.burst) / s.perSecond() * float64(time.Second))
 	// go-limiter v0.7.1 refills min(ticks·interval/tokens, tokens) tokens
-	// after ticks intervals: only when interval/tokens ≥ tokens (in ns) is
-	// that a whole refill. For admitAll (2^30 tokens per ~1 s) it would refill
-	// about one token per second and deny most calls; with a 1 h interval it
-	// never refills during a run and its 2^30 initial tokens admit every call.
-	if float64(interval)/float64(s.burst) < float64(s.burst) {
-		interval = time.Hour
+	// after ticks intervals: only when interval/tokens ≥ tokens (in ns), that
+	// is tokens ≤ 10^9/rate, is that a whole refill.
+	if float64(interval)/float64(tokens) < float64(tokens) {
+		if s == admitAll {
+			// 2^30 tokens per ~1 s would refill about one token per
+			// second and deny most calls; with a 1 h interval it never
+			// refills during a run and its 2^30 initial tokens admit every
+			// call.
+			interval = time.Hour
+		} else {
+			// The same rate with the largest burst it refills in full.
+			tokens = max(1, uint64(1e9/s.perSecond()))
+			interval = time.Duration(float64(tokens) / s.perSecond() * float64(time.Second))
+		}
 	}
-	st := must(memorystore.New(&memorystore.Config{Tokens: uint64(s.burst), Interval: max(interval, time.Nanosecond)}))
+	st := must(memorystore.New(&memorystore.Config{Tokens: tokens, Interval: max(interval, time.Nanosecond)}))
 	return &goLimiter{st}
 }
 

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -16,6 +18,7 @@ import (
 // over the runs: benchstat's center (the median) and its 95% interval.
 type stat struct {
 	center, lo, hi float64
+	min, max       float64 // the extreme samples
 	n              int
 }
 
@@ -25,14 +28,35 @@ type results map[string]map[string]map[string]stat
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
+// A runInfo is what raw go test output says about the run besides the
+// figures: the CPU (go test's "cpu:" line) and the GOMAXPROCS values (the
+// names' -N suffixes).
+type runInfo struct {
+	cpu   string
+	procs []int
+}
+
+func (i runInfo) procList() string {
+	var s []string
+	for _, p := range i.procs {
+		s = append(s, strconv.Itoa(p))
+	}
+	return strings.Join(s, ",")
+}
+
 // readResults parses go test output files with benchstat's reader and
 // summarises each sample with benchstat's statistics.
-func readResults(paths ...string) (results, error) {
-	samples := map[string]map[string]map[string][]float64{}
+//
+// A scenario measured at several core counts (go test -cpu=1,2,…) is split
+// into one scenario per count, named with /cpu=N appended.
+func readResults(paths ...string) (results, runInfo, error) {
+	// scenario → GOMAXPROCS → impl → unit → values
+	samples := map[string]map[int]map[string]map[string][]float64{}
+	var info runInfo
 	for _, path := range paths {
 		f, err := os.Open(path)
 		if err != nil {
-			return nil, err
+			return nil, info, err
 		}
 		r := benchfmt.NewReader(f, path)
 		for r.Scan() {
@@ -40,48 +64,72 @@ func readResults(paths ...string) (results, error) {
 			if !ok {
 				continue
 			}
-			name := procSuffix.ReplaceAllString(strings.TrimPrefix(res.Name.String(), "Benchmark"), "")
+			if cpu := strings.TrimSpace(res.GetConfig("cpu")); cpu != "" && info.cpu == "" {
+				info.cpu = cpu
+			}
+			full := strings.TrimPrefix(res.Name.String(), "Benchmark")
+			procs := 1 // go test names no suffix at GOMAXPROCS=1
+			if m := procSuffix.FindString(full); m != "" {
+				if n, err := strconv.Atoi(m[1:]); err == nil {
+					procs = n
+				}
+			}
+			if !slices.Contains(info.procs, procs) {
+				info.procs = append(info.procs, procs)
+			}
+			name := procSuffix.ReplaceAllString(full, "")
 			scenario, impl, found := strings.Cut(name, "/impl=")
 			if !found {
 				continue
 			}
+			impl = peerName(impl)
 			if samples[scenario] == nil {
-				samples[scenario] = map[string]map[string][]float64{}
+				samples[scenario] = map[int]map[string]map[string][]float64{}
 			}
-			if samples[scenario][impl] == nil {
-				samples[scenario][impl] = map[string][]float64{}
+			if samples[scenario][procs] == nil {
+				samples[scenario][procs] = map[string]map[string][]float64{}
+			}
+			if samples[scenario][procs][impl] == nil {
+				samples[scenario][procs][impl] = map[string][]float64{}
 			}
 			for _, v := range res.Values {
 				unit, value := v.Unit, v.Value
 				if v.OrigUnit != "" {
 					unit, value = v.OrigUnit, v.OrigValue
 				}
-				samples[scenario][impl][unit] = append(samples[scenario][impl][unit], value)
+				samples[scenario][procs][impl][unit] = append(samples[scenario][procs][impl][unit], value)
 			}
 		}
 		f.Close()
 		if err := r.Err(); err != nil {
-			return nil, err
+			return nil, info, err
 		}
 	}
+	slices.Sort(info.procs)
 	out := results{}
-	for sc, impls := range samples {
-		out[sc] = map[string]map[string]stat{}
-		for impl, units := range impls {
-			out[sc][impl] = map[string]stat{}
-			for unit, vals := range units {
-				s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
-				out[sc][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, n: len(vals)}
+	for sc, byProcs := range samples {
+		for procs, impls := range byProcs {
+			key := sc
+			if len(byProcs) > 1 {
+				key = fmt.Sprintf("%s/cpu=%d", sc, procs)
+			}
+			out[key] = map[string]map[string]stat{}
+			for impl, units := range impls {
+				out[key][impl] = map[string]stat{}
+				for unit, vals := range units {
+					s := benchmath.AssumeNothing.Summary(benchmath.NewSample(vals, &benchmath.DefaultThresholds), 0.95)
+					out[key][impl][unit] = stat{center: s.Center, lo: s.Lo, hi: s.Hi, min: slices.Min(vals), max: slices.Max(vals), n: len(vals)}
+				}
 			}
 		}
 	}
-	return out, nil
+	return out, info, nil
 }
 
 // scenarios returns the scenario names in a stable, readable order.
 func (r results) scenarios() []string {
 	order := func(s string) int {
-		for i, p := range []string{"Serial", "HotKey", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
+		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
 			if strings.HasPrefix(s, p) {
 				return i
 			}

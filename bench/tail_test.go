@@ -48,7 +48,7 @@ func (noopKeyed) close()            {}
 func BenchmarkGrowth(b *testing.B) {
 	buildKeys()
 	for _, p := range tailPeers() {
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.name), func(b *testing.B) {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
 			var h latencies
 			for range b.N {
 				k := p.keyed(tailSetting)
@@ -94,7 +94,7 @@ func BenchmarkChurn(b *testing.B) {
 		names[i] = fmt.Sprintf("churn-%07d", i)
 	}
 	for _, p := range tailPeers() {
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.name), func(b *testing.B) {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
 			var h latencies
 			for range b.N {
 				var k keyed

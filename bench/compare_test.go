@@ -1,0 +1,98 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestJudge holds the rules that flag a change against the committed run.
+func TestJudge(t *testing.T) {
+	inf := math.Inf(1)
+	ns := func(center, lo, hi float64) stat { return stat{center: center, lo: lo, hi: hi, min: lo, max: hi, n: 6} }
+	few := func(center float64) stat {
+		return stat{center: center, lo: -inf, hi: inf, min: center, max: center, n: 1}
+	}
+	for _, tc := range []struct {
+		name      string
+		c         change
+		wantFlag  bool
+		wantWords string
+	}{
+		{"slower, disjoint", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52)}, true, "REGRESSION"},
+		{"slower, disjoint, peers a little", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.05}, true, "REGRESSION"},
+		{"slower, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.3}, false, "the machine"},
+		{"faster, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(30, 29, 31), peers: 0.7}, false, "the machine"},
+		{"slower, overlapping", change{unit: "ns/op", was: ns(40, 30, 50), now: ns(50, 45, 55)}, false, "noise"},
+		{"slower, one run", change{unit: "ns/op", was: ns(40, 39, 41), now: few(60)}, false, "too few runs"},
+		{"within 10%", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(43, 42.5, 43.5)}, false, "~"},
+		{"faster, disjoint", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(30, 29, 31)}, false, "faster"},
+		{"one more alloc", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(40, 39, 41), allocsWas: 0, allocsNow: 1}, true, "allocs/op 0 → 1"},
+		{"memory up", change{unit: "B/key", was: stat{center: 74, min: 74, max: 74.1}, now: stat{center: 80, min: 80, max: 80}}, true, "REGRESSION"},
+		{"memory within 2%", change{unit: "B/key", was: stat{center: 74, min: 74, max: 74.1}, now: stat{center: 75, min: 75, max: 75}}, false, "~"},
+	} {
+		c := tc.c
+		if c.allocsNow == 0 && c.allocsWas == 0 {
+			c.allocsWas, c.allocsNow = math.NaN(), math.NaN()
+		}
+		if c.peers == 0 {
+			c.peers = math.NaN()
+		}
+		c.ratio = c.now.center / c.was.center
+		verdict, flagged := judge(c)
+		if flagged != tc.wantFlag || !strings.Contains(verdict, tc.wantWords) {
+			t.Errorf("%s: judge = %q, %v; want %v and %q", tc.name, verdict, flagged, tc.wantFlag, tc.wantWords)
+		}
+	}
+}
+
+// TestCompareWithCommitted reads a committed run from raw go test output
+// and flags the scenario whose figure grew beyond the noise.
+func TestCompareWithCommitted(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "raw"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(name string, vals ...string) string {
+		var b strings.Builder
+		for _, v := range vals {
+			b.WriteString("Benchmark" + name + "-2 \t1000000\t" + v + " ns/op\t0 allocs/op\n")
+		}
+		return b.String()
+	}
+	committed := "cpu: Test CPU\n" + lines("Serial/impl=atomiclimit", "40", "40.5", "39.5", "40", "40.2", "39.8") +
+		lines("HotKey/impl=atomiclimit", "70", "71", "69", "70", "70.5", "69.5") +
+		lines("HotKey/impl=x/time/rate", "150", "150", "150", "150", "150", "150")
+	if err := os.WriteFile(filepath.Join(dir, "raw", "bench.txt"), []byte(committed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := loadBaseline(dir)
+	if base.err != nil {
+		t.Fatal(base.err)
+	}
+	now := filepath.Join(t.TempDir(), "now.txt")
+	current := "cpu: Test CPU\n" + lines("Serial/impl=atomiclimit", "40", "40.5", "39.5", "40", "40.2", "39.8") +
+		lines("HotKey/impl=atomiclimit", "90", "91", "89", "90", "90.5", "89.5") +
+		lines("HotKey/impl=x-time-rate", "165", "165", "165", "165", "165", "165") +
+		lines("Contended/rate=1e6/impl=atomiclimit", "20", "20", "20", "20", "20", "20")
+	if err := os.WriteFile(now, []byte(current), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, info, err := readResults(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	flagged := writeComparison(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, base, res, info)
+	if len(flagged) != 1 || flagged[0] != "HotKey" {
+		t.Errorf("flagged %v, want [HotKey]\n%s", flagged, b.String())
+	}
+	for _, want := range []string{"| HotKey | 70.0 ns", "1.29×", "1.10×", "Not in the committed run", "Contended/rate=1e6"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}
