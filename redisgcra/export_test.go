@@ -72,6 +72,12 @@ func (ls *Leased) LeaseState(key string) (k, left int) {
 	return int(c.k), int(c.state.Load() & leaseTokenMask)
 }
 
+// HasCell reports whether the map holds a cell for key.
+func (ls *Leased) HasCell(key string) bool {
+	_, ok := ls.cells.Load(key)
+	return ok
+}
+
 // Cells is the number of cells in the map.
 func (ls *Leased) Cells() int { return ls.cells.Size() }
 

@@ -38,18 +38,17 @@ const MaxLease = 1<<leaseTokenBits - 1
 // refunded, and Leased is not a KeyedLimiter.
 //
 // Memory. Each key this process leases has a cell: its lease word, a mutex,
-// k and the time of its last lease request, 32 bytes; 70 to 90 bytes with
-// the map's entry and share of its table, plus the key's own bytes
-// (TestLeasedMemory measures it). A cell is freed once its key has asked
-// for no lease for 2·MaxLife: its last lease then expired at least MaxLife
-// ago, so the cell holds nothing but k, and the key starts again at k = 1
-// (a key that quiet would have halved its k at its next refill anyway).
-// Sweep frees such cells, and Leased sweeps by itself, on a goroutine of
-// its own, each time the lease requests since its last sweep reach the
-// larger of 1024 and the number of cells that sweep kept: so it holds at
-// most about twice the larger of 1024 and the keys leased within 2·MaxLife
-// before its last sweep, and sweeping costs O(1) per lease request,
-// amortized. A sweep never waits for a cell's lock and never makes a spend
+// k and the time of its last lease request, 32 bytes; 73 to 90 bytes with
+// the map's entry and share of its table (which doubles as it fills), plus
+// the key's own bytes (TestLeasedMemory measures it). A cell is freed once
+// its key has asked for no lease for 2·MaxLife: its last lease then expired
+// at least MaxLife ago, so the cell holds nothing but k, and the key starts
+// again at k = 1, as a new key does. Sweep frees such cells, and Leased
+// sweeps by itself, on a goroutine of its own, each time the lease requests
+// since the last sweep began reach the larger of 1024 and the number of
+// cells that sweep kept: so it holds at most about twice the larger of 1024
+// and the keys leased within 2·MaxLife before its last sweep, and sweeping
+// costs O(1) per lease request, amortized. A sweep never waits for a cell's lock and never makes a spend
 // wait; a refill of a key may wait for the sweep's look at that one cell.
 type Leased struct {
 	l *Limiter
@@ -307,9 +306,12 @@ func (ls *Leased) countRequest() {
 		return
 	}
 	go func() {
+		// The next threshold counts from the requests when this sweep
+		// began, so that cells made during a long sweep count towards it.
+		began := ls.requests.Load()
 		_, kept := ls.sweep()
 		// First set the next threshold, then let the next sweep start.
-		ls.nextSweep.Store(ls.requests.Load() + max(int64(kept), sweepFloor))
+		ls.nextSweep.Store(began + max(int64(kept), sweepFloor))
 		ls.sweeping.Store(false)
 	}()
 }
