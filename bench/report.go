@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,11 +36,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("- Benchmarks: `go test -run='^$' -bench='%s' -benchtime=%s -count=%d` in `bench/`, with %d keys in the keyed scenarios; heap per key: `-bench=Memory -benchtime=1x -count=%d`.\n", benchPattern, o.benchtime, o.count, o.keys, max(1, min(o.count, 3)))
 	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, and the latency harness's `raw/latency.txt`.\n")
 	cpus, _ := o.cpus()
-	var cpuList []string
-	for _, n := range cpus {
-		cpuList = append(cpuList, fmt.Sprint(n))
-	}
-	w("- Core counts: the benchmarks ran at -cpu=%s, on a machine with %d logical CPUs; the latency harness at GOMAXPROCS=%d.", strings.Join(cpuList, ","), runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	w("- Core counts: the benchmarks ran at -cpu=%s, on a machine with %d logical CPUs; the latency harness at GOMAXPROCS=%d.", intList(cpus), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	if len(cpus) == 1 {
 		w(" One core count only, so no scaling chart: contention on more cores than this machine has is not measured here (`-cpu=1,2,4,8,16` on a machine with 16 draws one per hot-key scenario).")
 	}
@@ -94,8 +91,10 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	hotDone := false
 	for _, sc := range res.scenarios() {
 		if _, ok := hotScenarioOf(sc); ok {
+			// Every core count's hot-key tables in one section, where
+			// the first of them would be.
 			if !hotDone {
-				writeHot(w, res, lat, charts)
+				writeHot(w, res, cpus, lat, charts)
 				hotDone = true
 			}
 			continue
@@ -129,7 +128,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 		scaling = append(scaling, chartsOf(charts, "scaling "+h.bench)...)
 	}
 	if len(scaling) > 0 {
-		w("## By core count\n\nThe hot-key scenarios at each -cpu value (the tables above have each count as its own scenario, `/cpu=N`).\n\n")
+		w("## By core count\n\nThe hot-key scenarios at each -cpu value (their tables are above, one per core count; the other tables have each count as its own scenario, `/cpu=N`).\n\n")
 		writeCharts(w, scaling)
 	}
 
@@ -234,8 +233,10 @@ func cpuModel() string {
 	return "unknown CPU"
 }
 
-// hotScenarioOf returns the hot-key scenario whose benchmark is sc.
+// hotScenarioOf returns the hot-key scenario whose benchmark is sc, at any
+// core count (a /cpu=N suffix is ignored).
 func hotScenarioOf(sc string) (hotScenario, bool) {
+	sc, _ = splitProcs(sc)
 	for _, h := range hotScenarios {
 		if h.bench == sc {
 			return h, true
@@ -254,60 +255,146 @@ func scenarioLabel(sc string) string {
 }
 
 // writeHot writes the section on one key offered from every core: one
-// table per scenario with the benchmark's throughput and allowed share
-// beside the latency harness's percentiles.
-func writeHot(w func(string, ...any), res results, lat []latScenario, charts []chart) {
+// table per scenario and core count with the benchmark's throughput and
+// allowed share, and, at the latency harness's own GOMAXPROCS, its
+// percentiles beside them. Every core count the benchmarks ran at (cpus)
+// gets its tables; the harness's count gets them too where the benchmarks
+// did not run at it, so that no figure drops out.
+func writeHot(w func(string, ...any), res results, cpus []int, lat []latScenario, charts []chart) {
+	latProcs := 0
+	if len(lat) > 0 {
+		latProcs = lat[0].procs
+	}
+	multi := len(cpus) > 1
 	w("## One key from every core\n\n")
 	w("Four scenarios on one key, from every call admitted to every call denied, as a hot key meets a limiter in production. ")
-	w("Throughput: `b.RunParallel`, one goroutine per core (GOMAXPROCS=%d), every goroutine calling as fast as it can; ns/op is wall time divided by all the calls. ", runtime.GOMAXPROCS(0))
-	w("Latency: a separate harness in the same process, %d goroutines (4×GOMAXPROCS, more than the cores, as a server's handlers are) on one limiter of the same configuration, every call timed with two monotonic clock reads; their cost is in every figure and shown on its own under each table (`clock only`).\n\n", latencyWorkers())
-	for _, h := range hotScenarios {
-		m, ok := res[h.bench]
-		if !ok {
-			continue
+	if multi {
+		w("Throughput: `b.RunParallel`, one goroutine per core at each -cpu value (%s), every goroutine calling as fast as it can; ns/op is wall time divided by all the calls. ", intList(cpus))
+	} else {
+		w("Throughput: `b.RunParallel`, one goroutine per core (GOMAXPROCS=%d), every goroutine calling as fast as it can; ns/op is wall time divided by all the calls. ", cpus[0])
+	}
+	if len(lat) > 0 {
+		w("Latency: a separate harness in the same process at GOMAXPROCS=%d, %d goroutines (4×GOMAXPROCS, more than the cores, as a server's handlers are) on one limiter of the same configuration, every call timed with two monotonic clock reads; their cost is in every figure and shown on its own under each table (`clock only`).", latProcs, 4*latProcs)
+		if multi || cpus[0] != latProcs {
+			w(" Its percentiles are in the tables of -cpu=%d only.", latProcs)
 		}
+	}
+	w("\n\n")
+	type section struct {
+		procs  int
+		suffix int // the scenario names' /cpu=N, 0 for none
+	}
+	var sections []section
+	placed := false
+	for _, n := range cpus {
+		s := section{procs: n}
+		if multi {
+			s.suffix = n
+		}
+		sections = append(sections, s)
+		placed = placed || n == latProcs
+	}
+	if !placed && len(lat) > 0 {
+		// The benchmarks did not run at the harness's count: its
+		// percentiles get tables of their own.
+		sections = append(sections, section{procs: latProcs, suffix: latProcs})
+	}
+	for _, sec := range sections {
+		var l []latScenario
+		if sec.procs == latProcs {
+			l = lat
+		}
+		level := "###"
+		if len(sections) > 1 {
+			w("### -cpu=%d\n\n", sec.procs)
+			level = "####"
+		}
+		writeHotTables(w, level, res, sec.suffix, l, charts)
+	}
+	w("Reading the latencies: a CAS never parks a goroutine, so each admission costs the transfer of the key's cache line between cores, and a denial (which writes nothing) leaves the line shared. Under a mutex (x/time/rate, juju, throttled's store, go-limiter's bucket) a goroutine that loses the lock spins, then parks, and a parked call waits for a scheduler round trip: that is the p99.9 of the mutex-based limiters. With more goroutines than cores, any call can also be descheduled between its two clock reads, which no limiter causes; the raw file `raw/latency.txt` has the maxima.\n\n")
+}
+
+// writeHotTables writes the hot-key tables of one core count: the
+// scenarios named with /cpu=procs (none for 0), and lat's percentiles
+// where lat is not nil.
+func writeHotTables(w func(string, ...any), level string, res results, procs int, lat []latScenario, charts []chart) {
+	for _, h := range hotScenarios {
+		sc := withProcs(h.bench, procs)
+		m := res[sc]
 		var ls *latScenario
 		for i := range lat {
 			if lat[i].bench == h.bench {
 				ls = &lat[i]
 			}
 		}
-		w("### %s: %s\n\n", h.bench, h.what)
-		w("| implementation | ns/op (median) | 95%% interval | allowed/op | allowed/s | B/op · allocs/op | p50 | p99 | p99.9 | atomiclimit ÷ this |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		if m == nil && ls == nil {
+			continue
+		}
+		w("%s %s: %s\n\n", level, h.bench, h.what)
+		if m == nil {
+			w("The benchmarks did not run at this core count: latency only.\n\n")
+		}
+		w("| implementation | ns/op (median) | 95%% interval | allowed/op | allowed/s | B/op · allocs/op |")
+		if ls != nil {
+			w(" p50 | p99 | p99.9 |")
+		}
+		w(" atomiclimit ÷ this |\n|---|---:|---|---:|---:|---:|%s---:|\n", strings.Repeat("---:|", 3*btoi(ls != nil)))
 		our := m[ours]["ns/op"]
 		for _, p := range peers {
 			u, ok := m[p.name]
-			if !ok {
+			r, latOK := ls.row(p.name)
+			if !ok && !latOK {
 				continue
 			}
-			s := u["ns/op"]
-			ratio := "—"
-			if p.name != ours && s.center > 0 {
-				ratio = fmtRatio(our.center / s.center)
+			ns, interval, ratio, perSec := "—", "—", "—", "—"
+			if s, ok := u["ns/op"]; ok {
+				ns = fmtUnit(s.center, "ns/op")
+				interval = fmt.Sprintf("%s – %s", fmtUnit(s.lo, "ns/op"), fmtUnit(s.hi, "ns/op"))
+				if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
+					interval = fmt.Sprintf("too few runs (%d)", s.n)
+				}
+				if p.name != ours && s.center > 0 && our.center > 0 {
+					ratio = fmtRatio(our.center / s.center)
+				}
 			}
-			interval := fmt.Sprintf("%s – %s", fmtUnit(s.lo, "ns/op"), fmtUnit(s.hi, "ns/op"))
-			if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
-				interval = fmt.Sprintf("too few runs (%d)", s.n)
-			}
-			p50, p99, p999 := "—", "—", "—"
-			if r, ok := ls.row(p.name); ok {
-				p50, p99, p999 = fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.p999)
-			}
-			perSec := "—"
 			if a, ok := u["allowed/s"]; ok {
 				perSec = fmtRate(a.center)
 			}
-			w("| %s | %s | %s | %s | %s | %s · %s | %s | %s | %s | %s |\n", p.name, fmtUnit(s.center, "ns/op"), interval,
-				opt(u, "allowed/op", "%.3f"), perSec, opt(u, "B/op", "%.0f"), opt(u, "allocs/op", "%.0f"), p50, p99, p999, ratio)
+			w("| %s | %s | %s | %s | %s | %s · %s |", p.name, ns, interval, opt(u, "allowed/op", "%.3f"), perSec, opt(u, "B/op", "%.0f"), opt(u, "allocs/op", "%.0f"))
+			if ls != nil {
+				p50, p99, p999 := "—", "—", "—"
+				if latOK {
+					p50, p99, p999 = fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.p999)
+				}
+				w(" %s | %s | %s |", p50, p99, p999)
+			}
+			w(" %s |\n", ratio)
 		}
+		w("\n")
 		if r, ok := ls.row("clock only"); ok {
-			w("\nThe harness's own cost (`clock only`, an empty call): p50 %s, p99 %s, p99.9 %s.", fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.p999))
+			w("The harness's own cost (`clock only`, an empty call): p50 %s, p99 %s, p99.9 %s. ", fmtDur(r.p50), fmtDur(r.p99), fmtDur(r.p999))
 		}
-		w(" %s%s\n\n", hotNote(h), pacerNote(h, m))
-		writeCharts(w, chartsOf(charts, h.bench))
-		writeCharts(w, chartsOf(charts, "latency "+h.bench))
+		w("%s%s\n\n", hotNote(h), pacerNote(h, m))
+		writeCharts(w, chartsOf(charts, sc))
+		if ls != nil {
+			writeCharts(w, chartsOf(charts, "latency "+h.bench))
+		}
 	}
-	w("Reading the latencies: a CAS never parks a goroutine, so each admission costs the transfer of the key's cache line between cores, and a denial (which writes nothing) leaves the line shared. Under a mutex (x/time/rate, juju, throttled's store, go-limiter's bucket) a goroutine that loses the lock spins, then parks, and a parked call waits for a scheduler round trip: that is the p99.9 of the mutex-based limiters. With more goroutines than cores, any call can also be descheduled between its two clock reads, which no limiter causes; the raw file `raw/latency.txt` has the maxima.\n\n")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func intList(ns []int) string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, strconv.Itoa(n))
+	}
+	return strings.Join(s, ",")
 }
 
 func (ls *latScenario) row(impl string) (latResult, bool) {
