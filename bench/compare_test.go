@@ -24,8 +24,16 @@ func TestJudge(t *testing.T) {
 	}{
 		{"slower, disjoint", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52)}, true, "REGRESSION"},
 		{"slower, disjoint, peers a little", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.05}, true, "REGRESSION"},
-		{"slower, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.3}, false, "the machine"},
-		{"faster, disjoint, peers as much", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(30, 29, 31), peers: 0.7}, false, "the machine"},
+		{"slower, disjoint, peers as much and clearly", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.3, peersN: 6, peersSlower: 5}, false, "slower, within 1.10× of the peers' drift (peers 1.30×, 5 of 6 clearly slower)"},
+		{"faster, disjoint, peers as much and clearly", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(30, 29, 31), peers: 0.7, peersN: 6, peersFaster: 4}, false, "faster, within 1.10× of the peers' drift (peers 0.70×, 4 of 6 clearly faster)"},
+		// The peers barely moved: ours did, and their median ratio, within
+		// 1.10× of ours, excuses nothing.
+		{"just past 1.10×, disjoint, peers steady", change{unit: "ns/op", was: ns(40, 39.5, 40.5), now: ns(44.2, 43.8, 44.6), peers: 1.01, peersN: 6}, true, "REGRESSION"},
+		{"just past 1.10×, disjoint, peers up 1.04×", change{unit: "ns/op", was: ns(40, 39.5, 40.5), now: ns(44.2, 43.8, 44.6), peers: 1.04, peersN: 6, peersSlower: 6}, true, "REGRESSION"},
+		// The peers' median moved, but most peers within their intervals.
+		{"slower, disjoint, peers' shift unclear", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 1.3, peersN: 6, peersSlower: 3}, true, "REGRESSION"},
+		{"slower, disjoint, peers clearly but less", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(60, 58, 62), peers: 1.3, peersN: 6, peersSlower: 6}, true, "REGRESSION"},
+		{"slower, disjoint, peers clearly faster", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(50, 48, 52), peers: 0.8, peersN: 6, peersFaster: 6}, true, "REGRESSION"},
 		{"slower, overlapping", change{unit: "ns/op", was: ns(40, 30, 50), now: ns(50, 45, 55)}, false, "noise"},
 		{"slower, one run", change{unit: "ns/op", was: ns(40, 39, 41), now: few(60)}, false, "too few runs"},
 		{"within 10%", change{unit: "ns/op", was: ns(40, 39, 41), now: ns(43, 42.5, 43.5)}, false, "~"},
