@@ -117,7 +117,7 @@ func compareRuns(base, now results) (changes []change, missing []string) {
 		}
 		var pr []float64
 		for impl, units := range now[sc] {
-			if impl == ours {
+			if !showsDrift(sc, impl) {
 				continue
 			}
 			b, ok := base[sc][impl][unit]
@@ -147,6 +147,25 @@ func compareRuns(base, now results) (changes []change, missing []string) {
 		changes = append(changes, c)
 	}
 	return changes, missing
+}
+
+// showsDrift says whether impl's ratio between two runs of scenario sc
+// tells how much the machine moved: a peer's does, since its code did not
+// change; ours and the floor's (our own code, in peers.go) do not, nor a
+// pacer's where the limit is below what the cores offer, since its time
+// there is the pace it sleeps to, the same on any machine.
+func showsDrift(sc, impl string) bool {
+	if impl == ours || impl == "floor" {
+		return false
+	}
+	if h, ok := hotScenarioOf(sc); ok && h.s == mostlyDeny {
+		for _, p := range peers {
+			if p.name == impl && p.paces {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func finite(s stat) bool { return !math.IsInf(s.lo, 0) && !math.IsInf(s.hi, 0) }
@@ -207,7 +226,7 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 	if base.info.cpu != nowInfo.cpu || base.info.procList() != nowInfo.procList() {
 		w("**This run is on another machine or core count** (%s, -cpu=%s): the ratios compare the machines as well as the code. ", orUnknown(nowInfo.cpu), nowInfo.procList())
 	}
-	w("The peers' column is the median of the peers' own ratios in the same scenario: the peers' code did not change, so it shows how much the machine moved.\n\n")
+	w("The peers' column is the median of the peers' own ratios in the same scenario, the floor left out (it is our code) and, at 10^6/s, the pacers (their time there is the pace they sleep to, the same on any machine): the peers' code did not change, so it shows how much the machine moved.\n\n")
 	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one and the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap, unless the peers clearly moved the same way: their median ratio past %.2f× (or below 1/%.2f), more than half of them with disjoint intervals in that direction, and our ratio within %.2f× of their median ratio; the verdict then says \"within %.2f× of the peers' drift\", which is not a proof that the machine, rather than our code, moved. Heap bytes per key (3 runs, steady to 0.1%%) are a regression when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, peerDrift, peerDrift, flagRatio, flagRatio, memFlagRatio, flagRatio)
 	changes, missing := compareRuns(base.res, now)
 	var flagged []string

@@ -104,3 +104,42 @@ func TestCompareWithCommitted(t *testing.T) {
 		}
 	}
 }
+
+// TestPeersMedianLeavesOut: the peers' median ratio, which says how much
+// the machine moved, leaves out the floor (our code) everywhere and the
+// pacers where they pace (10^6/s: their time is the pace they sleep to, a
+// ratio near 1 on any machine), at any core count.
+func TestPeersMedianLeavesOut(t *testing.T) {
+	run := func(center float64) map[string]stat {
+		return map[string]stat{"ns/op": {center: center, lo: center * 0.99, hi: center * 1.01, min: center * 0.99, max: center * 1.01, n: 6}}
+	}
+	scenario := func(ourNow float64) (base, now map[string]map[string]stat) {
+		base = map[string]map[string]stat{ours: run(40), "x/time/rate": run(100), "juju/ratelimit": run(100),
+			"uber/ratelimit": run(1000), "uber-default": run(1000), "floor": run(10)}
+		now = map[string]map[string]stat{ours: run(ourNow), "x/time/rate": run(130), "juju/ratelimit": run(130),
+			"uber/ratelimit": run(1000), "uber-default": run(1000), "floor": run(10)}
+		return base, now
+	}
+	base, now := results{}, results{}
+	for _, sc := range []string{"Contended/rate=1e6/burst=1000", "Contended/rate=1e6/burst=1000/cpu=2", "HotKey"} {
+		base[sc], now[sc] = scenario(52)
+	}
+	changes, _ := compareRuns(base, now)
+	got := map[string]change{}
+	for _, c := range changes {
+		got[c.scenario] = c
+	}
+	for _, sc := range []string{"Contended/rate=1e6/burst=1000", "Contended/rate=1e6/burst=1000/cpu=2"} {
+		c := got[sc]
+		if c.peers != 1.3 || c.peersN != 2 || c.peersSlower != 2 || c.regression {
+			t.Errorf("%s: peers %v (%d of %d clearly slower), flagged %v; want 1.30× from x/time/rate and juju alone (2 of 2), not flagged: %s",
+				sc, c.peers, c.peersSlower, c.peersN, c.regression, c.verdict)
+		}
+	}
+	// At a billion per second the pacers decide as fast as they can: they
+	// count (the floor still does not), and their steady time outvotes the
+	// others.
+	if c := got["HotKey"]; c.peersN != 4 || c.peers != 1.15 || !c.regression {
+		t.Errorf("HotKey: peers %v over %d, flagged %v; want 1.15× over 4 peers, flagged: %s", c.peers, c.peersN, c.regression, c.verdict)
+	}
+}
