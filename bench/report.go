@@ -50,29 +50,31 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("Tuned or default: the constructors of x/time/rate, throttled, go-limiter, ulule and juju take the limit and the burst (or a window) and nothing else that changes a decision, so their configuration above is also their default. uber/ratelimit has a slack besides its rate, default 10: it runs twice, tuned to our burst (`uber/ratelimit`) and at its default (`uber-default`).\n\n")
 
 	w("## Summary: atomiclimit against the best peer in each scenario\n\n| scenario | atomiclimit | best peer | its figure | ratio | ahead of every peer? |\n|---|---:|---|---:|---:|---|\n")
-	var behind []string
+	var behind, level []string
 	for _, sc := range res.scenarios() {
 		unit := unitOf(sc)
 		our, ok := res[sc][ours][unit]
 		if !ok {
 			continue
 		}
-		bestName, best := "", math.Inf(1)
+		bestName, best := "", stat{center: math.Inf(1)}
 		for _, p := range peers {
 			if p.name == ours || p.name == "floor" {
 				continue
 			}
-			if s, ok := res[sc][p.name][unit]; ok && s.center < best {
-				bestName, best = p.name, s.center
+			if s, ok := res[sc][p.name][unit]; ok && s.center < best.center {
+				bestName, best = p.name, s
 			}
 		}
 		if bestName == "" {
 			continue
 		}
-		ahead := "yes"
-		if our.center >= best {
-			ahead = "**no**"
+		ahead, st := standing(our, best)
+		switch st {
+		case behindBest:
 			behind = append(behind, sc)
+		case levelBest:
+			level = append(level, sc)
 		}
 		// A peer that admitted a different share of the calls did other work.
 		if a, ok := res[sc][bestName]["allowed/op"]; ok {
@@ -80,10 +82,14 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 				bestName += fmt.Sprintf(" (admitted %.3f/op, atomiclimit %.3f/op)", a.center, b.center)
 			}
 		}
-		w("| %s | %s | %s | %s | %s | %s |\n", scenarioLabel(sc), fmtUnit(our.center, unit), bestName, fmtUnit(best, unit), fmtRatio(our.center/best), ahead)
+		w("| %s | %s | %s | %s | %s | %s |\n", scenarioLabel(sc), fmtUnit(our.center, unit), bestName, fmtUnit(best.center, unit), fmtRatio(our.center/best.center), ahead)
 	}
+	w("\nAhead or behind where the 95%% intervals of atomiclimit and the best peer are disjoint; level where they overlap, since the medians' order could then be the noise's.\n")
 	if len(behind) > 0 {
 		w("\nNot ahead in: %s. See the scenario's table and the notes below it.\n", strings.Join(behind, ", "))
+	}
+	if len(level) > 0 {
+		w("\nLevel with the best peer in: %s.\n", strings.Join(level, ", "))
 	}
 	w("\n")
 	flagged := writeComparison(w, base, res, info)
@@ -148,6 +154,33 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	writeCharts(w, chartsOf(charts, "accuracy"))
 	w("## benchstat\n\n```\n%s```\n", benchstat)
 	return flagged, os.WriteFile(filepath.Join(o.out, "BENCHMARKS.md"), []byte(b.String()), 0o644)
+}
+
+// Where atomiclimit stands against the best peer of a scenario.
+const (
+	aheadOfBest = iota
+	levelBest
+	behindBest
+)
+
+// standing says where atomiclimit (our) stands against the best peer
+// (best), by their 95% intervals: ahead or behind where the intervals are
+// disjoint, level where they overlap. Where a run was too short for an
+// interval, the medians decide and the text says so.
+func standing(our, best stat) (string, int) {
+	if !finite(our) || !finite(best) {
+		if our.center < best.center {
+			return "yes (medians only: too few runs for intervals)", aheadOfBest
+		}
+		return "**no** (medians only: too few runs for intervals)", behindBest
+	}
+	switch {
+	case our.hi < best.lo:
+		return "yes", aheadOfBest
+	case our.lo > best.hi:
+		return "**no**", behindBest
+	}
+	return "level (intervals overlap)", levelBest
 }
 
 // writeCharts puts charts in the report, each with its caption as its

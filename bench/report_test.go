@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,32 @@ func TestSplitProcs(t *testing.T) {
 	r := results{"HotKey/cpu=16": nil, "HotKey/cpu=2": nil, "Serial/cpu=2": nil, "Serial/cpu=16": nil}
 	if got, want := strings.Join(r.scenarios(), " "), "Serial/cpu=2 Serial/cpu=16 HotKey/cpu=2 HotKey/cpu=16"; got != want {
 		t.Errorf("scenarios() = %s, want %s", got, want)
+	}
+}
+
+// TestStanding: the summary calls atomiclimit ahead of the best peer only
+// where their 95% intervals are disjoint.
+func TestStanding(t *testing.T) {
+	ns := func(center, lo, hi float64) stat { return stat{center: center, lo: lo, hi: hi, n: 6} }
+	one := func(center float64) stat { return stat{center: center, lo: math.Inf(-1), hi: math.Inf(1), n: 1} }
+	for _, tc := range []struct {
+		name      string
+		our, best stat
+		want      string
+		wantSt    int
+	}{
+		// The review's case: HotKey 64.3 ns [63.7, 67.0] beside
+		// uber-default 65.6 ns [65.1, 68.2].
+		{"lower median, overlapping", ns(64.3, 63.7, 67.0), ns(65.6, 65.1, 68.2), "level (intervals overlap)", levelBest},
+		{"higher median, overlapping", ns(66, 63.7, 67.0), ns(65.6, 65.1, 68.2), "level (intervals overlap)", levelBest},
+		{"ahead, disjoint", ns(40, 39, 41), ns(60, 58, 62), "yes", aheadOfBest},
+		{"behind, disjoint", ns(60, 58, 62), ns(40, 39, 41), "**no**", behindBest},
+		{"one run, lower", one(40), one(60), "yes (medians only", aheadOfBest},
+		{"one run, higher", one(60), one(40), "**no** (medians only", behindBest},
+	} {
+		got, st := standing(tc.our, tc.best)
+		if !strings.HasPrefix(got, tc.want) || st != tc.wantSt {
+			t.Errorf("%s: standing = %q, %d; want %q, %d", tc.name, got, st, tc.want, tc.wantSt)
+		}
 	}
 }
