@@ -89,6 +89,10 @@ func TestHotSectionAtSeveralCoreCounts(t *testing.T) {
 	if strings.Contains(cpu1, "p50") || strings.Contains(cpu1, "latency-hotkey") {
 		t.Errorf("the -cpu=1 tables carry the latency measured at GOMAXPROCS=2:\n%s", cpu1)
 	}
+	// One name for the machine: go test's cpu: line.
+	if !strings.Contains(md, "- Machine: Test CPU @ 3.0GHz, ") {
+		t.Errorf("the machine line does not name go test's CPU:\n%s", md[:strings.Index(md, "## The implementations")])
+	}
 	// The other scenarios keep one table per core count.
 	for _, want := range []string{"## Serial/cpu=1\n", "## Serial/cpu=2\n"} {
 		if !strings.Contains(md, want) {
