@@ -19,9 +19,11 @@ import (
 // The rules that flag a change of atomiclimit's figure against the committed
 // run. Contended figures on a shared VM swing 2-3× with where the host places
 // the vCPUs, so a ratio alone proves nothing: a regression also needs the
-// 95% intervals (benchstat's, 6 runs or more on each side) to be disjoint,
-// and our ratio to exceed the peers' median ratio in the same scenario by as
-// much (the peers' code did not change: what moved them is the machine).
+// 95% intervals (benchstat's, 6 runs or more on each side) to be disjoint.
+// A change the peers clearly share (their code did not change, so the
+// machine or the toolchain moved them) is reported as drift, not flagged:
+// only where the peers' own shift is clear, since a peers' median near 1
+// says the machine did not move.
 const (
 	// flagRatio: a time per decision is flagged when this run's median is
 	// more than this many times the committed one (or less than its inverse
@@ -32,6 +34,11 @@ const (
 	// flagged when the ratio passes this and every run lies beyond every
 	// committed run.
 	memFlagRatio = 1.02
+	// peerDrift: the peers' shift is clear when their median ratio passes
+	// this (or its inverse) and more than half of them moved the same way
+	// with disjoint intervals. Only then is a change of ours within
+	// flagRatio of their median ratio put down to drift.
+	peerDrift = 1.05
 )
 
 // A baseline is the committed run, or why there is none.
@@ -77,10 +84,13 @@ type change struct {
 	was, now       stat
 	ratio          float64 // now ÷ was
 	peers          float64 // the median of the peers' ratios in the scenario, NaN if none
-	allocsWas      float64 // NaN where not measured
-	allocsNow      float64
-	verdict        string
-	regression     bool
+	// The peers counted in peers, and how many of them moved with
+	// disjoint intervals: slower, faster.
+	peersN, peersSlower, peersFaster int
+	allocsWas                        float64 // NaN where not measured
+	allocsNow                        float64
+	verdict                          string
+	regression                       bool
 }
 
 // compareRuns compares atomiclimit's figures with the committed run's in
@@ -107,11 +117,23 @@ func compareRuns(base, now results) (changes []change, missing []string) {
 		}
 		var pr []float64
 		for impl, units := range now[sc] {
-			if impl == ours {
+			if !showsDrift(sc, impl) {
 				continue
 			}
-			if b, ok := base[sc][impl][unit]; ok && b.center > 0 {
-				pr = append(pr, units[unit].center/b.center)
+			b, ok := base[sc][impl][unit]
+			p, ok2 := units[unit]
+			if !ok || !ok2 || b.center <= 0 {
+				continue
+			}
+			pr = append(pr, p.center/b.center)
+			c.peersN++
+			if finite(b) && finite(p) {
+				switch {
+				case p.lo > b.hi:
+					c.peersSlower++
+				case p.hi < b.lo:
+					c.peersFaster++
+				}
 			}
 		}
 		if len(pr) > 0 {
@@ -127,6 +149,27 @@ func compareRuns(base, now results) (changes []change, missing []string) {
 	return changes, missing
 }
 
+// showsDrift says whether impl's ratio between two runs of scenario sc
+// tells how much the machine moved: a peer's does, since its code did not
+// change; ours and the floor's (our own code, in peers.go) do not, nor a
+// pacer's where the limit is below what the cores offer, since its time
+// there is the pace it sleeps to, the same on any machine.
+func showsDrift(sc, impl string) bool {
+	if impl == ours || impl == "floor" {
+		return false
+	}
+	if h, ok := hotScenarioOf(sc); ok && h.s == mostlyDeny {
+		for _, p := range peers {
+			if p.name == impl && p.paces {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func finite(s stat) bool { return !math.IsInf(s.lo, 0) && !math.IsInf(s.hi, 0) }
+
 // judge applies the rules above to one change.
 func judge(c change) (string, bool) {
 	if c.allocsNow > c.allocsWas {
@@ -141,22 +184,27 @@ func judge(c change) (string, bool) {
 		}
 		return "~", false
 	}
-	finite := !math.IsInf(c.was.lo, 0) && !math.IsInf(c.was.hi, 0) && !math.IsInf(c.now.lo, 0) && !math.IsInf(c.now.hi, 0)
-	// The machine moved as much: the peers, whose code did not change,
-	// slowed down by about as much.
-	machine := !math.IsNaN(c.peers) && c.ratio/c.peers <= flagRatio
+	fin := finite(c.was) && finite(c.now)
+	// The peers' shift is clear, in one direction, and ours is within
+	// flagRatio of it.
+	hasPeers := !math.IsNaN(c.peers) && c.peersN > 0
+	peersSlower := hasPeers && c.peers > peerDrift && 2*c.peersSlower > c.peersN && c.ratio/c.peers <= flagRatio
+	peersFaster := hasPeers && c.peers < 1/peerDrift && 2*c.peersFaster > c.peersN && c.peers/c.ratio <= flagRatio
+	drift := func(way string, moved int) string {
+		return fmt.Sprintf("%s, within %.2f× of the peers' drift (peers %s, %d of %d clearly %s)", way, flagRatio, fmtRatio(c.peers), moved, c.peersN, way)
+	}
 	switch {
-	case c.ratio > flagRatio && finite && c.now.lo > c.was.hi && machine:
-		return fmt.Sprintf("slower, as were the peers (%s): the machine", fmtRatio(c.peers)), false
-	case c.ratio > flagRatio && finite && c.now.lo > c.was.hi:
+	case c.ratio > flagRatio && fin && c.now.lo > c.was.hi && peersSlower:
+		return drift("slower", c.peersSlower), false
+	case c.ratio > flagRatio && fin && c.now.lo > c.was.hi:
 		return "**REGRESSION**", true
-	case c.ratio > flagRatio && !finite:
+	case c.ratio > flagRatio && !fin:
 		return "slower? too few runs to tell", false
 	case c.ratio > flagRatio:
 		return "slower, within the intervals (noise)", false
-	case c.ratio < 1/flagRatio && finite && c.now.hi < c.was.lo && !math.IsNaN(c.peers) && c.peers/c.ratio <= flagRatio:
-		return fmt.Sprintf("faster, as were the peers (%s): the machine", fmtRatio(c.peers)), false
-	case c.ratio < 1/flagRatio && finite && c.now.hi < c.was.lo:
+	case c.ratio < 1/flagRatio && fin && c.now.hi < c.was.lo && peersFaster:
+		return drift("faster", c.peersFaster), false
+	case c.ratio < 1/flagRatio && fin && c.now.hi < c.was.lo:
 		return "faster", false
 	}
 	return "~", false
@@ -178,8 +226,8 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 	if base.info.cpu != nowInfo.cpu || base.info.procList() != nowInfo.procList() {
 		w("**This run is on another machine or core count** (%s, -cpu=%s): the ratios compare the machines as well as the code. ", orUnknown(nowInfo.cpu), nowInfo.procList())
 	}
-	w("The peers' column is the median of every peer's own ratio in the same scenario: the peers' code did not change, so it shows how much the machine moved.\n\n")
-	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one, the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap, and the ratio is also more than %.2f× the peers' median ratio (otherwise the machine moved, and the verdict says so); heap bytes per key (3 runs, steady to 0.1%%) when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, flagRatio, memFlagRatio, flagRatio)
+	w("The peers' column is the median of the peers' own ratios in the same scenario, the floor left out (it is our code) and, at 10^6/s, the pacers (their time there is the pace they sleep to, the same on any machine): the peers' code did not change, so it shows how much the machine moved.\n\n")
+	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one and the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap, unless the peers clearly moved the same way: their median ratio past %.2f× (or below 1/%.2f), more than half of them with disjoint intervals in that direction, and our ratio within %.2f× of their median ratio; the verdict then says \"within %.2f× of the peers' drift\", which is not a proof that the machine, rather than our code, moved. Heap bytes per key (3 runs, steady to 0.1%%) are a regression when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, peerDrift, peerDrift, flagRatio, flagRatio, memFlagRatio, flagRatio)
 	changes, missing := compareRuns(base.res, now)
 	var flagged []string
 	if len(changes) > 0 {

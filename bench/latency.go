@@ -22,7 +22,8 @@ type latResult struct {
 // the row "clock only" first.
 type latScenario struct {
 	hotScenario
-	rows []latResult
+	procs int // GOMAXPROCS of the harness
+	rows  []latResult
 }
 
 // latencyWorkers is the number of goroutines of the latency harness: more
@@ -66,7 +67,7 @@ func measureLatency(calls int) ([]latScenario, error) {
 				im.allowed += allowed
 			}
 		}
-		ls := latScenario{hotScenario: h}
+		ls := latScenario{hotScenario: h, procs: runtime.GOMAXPROCS(0)}
 		for _, im := range impls {
 			all := im.lat
 			slices.Sort(all)

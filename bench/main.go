@@ -49,17 +49,9 @@ const defaultOut = "out"
 
 func main() {
 	var o options
-	flag.BoolVar(&o.quick, "quick", false, "one short pass: 100k keys, one count, short benchtime (CI)")
-	flag.BoolVar(&o.update, "update", false, "rewrite the committed report: write BENCHMARKS.md, charts/ and raw/ into bench/ itself (a full run; commit the result)")
-	flag.IntVar(&o.count, "count", 6, "runs of each benchmark (medians are reported; benchstat needs 6 for a 95% interval)")
-	flag.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime for each run")
-	flag.IntVar(&o.keys, "keys", 1_000_000, "keys in the keyed scenarios")
-	flag.StringVar(&o.out, "out", defaultOut, "directory for BENCHMARKS.md, charts/ and raw/ (bench/out/ is ignored by git)")
-	flag.StringVar(&o.baseline, "baseline", ".", "directory of the committed run to compare with (its raw/bench.txt and raw/memory.txt)")
-	flag.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
-	flag.StringVar(&o.cpu, "cpu", "", "go test -cpu list for the benchmarks, e.g. 1,2,4,8,16 (a scaling chart per hot-key scenario); default: GOMAXPROCS only")
+	o.register(flag.CommandLine)
 	flag.Parse()
-	if err := o.check(); err != nil {
+	if err := o.check(flag.CommandLine); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
@@ -82,14 +74,37 @@ func main() {
 	fmt.Fprintf(os.Stderr, "done in %v; report: %s\n", time.Since(start).Round(time.Second), report)
 }
 
-// check validates the flags: -update writes the tracked files, so it takes
-// a full run and no other destination.
-func (o *options) check() error {
+// register defines the command's flags on fs, with o's fields behind them.
+func (o *options) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.quick, "quick", false, "one short pass: 100k keys, one count, short benchtime (CI)")
+	fs.BoolVar(&o.update, "update", false, "rewrite the committed report: write BENCHMARKS.md, charts/ and raw/ into bench/ itself (a full run at the default -count, -benchtime, -keys and -latency-calls; commit the result)")
+	fs.IntVar(&o.count, "count", 6, "runs of each benchmark (medians are reported; benchstat needs 6 for a 95% interval)")
+	fs.StringVar(&o.benchtime, "benchtime", "200ms", "go test -benchtime for each run")
+	fs.IntVar(&o.keys, "keys", 1_000_000, "keys in the keyed scenarios")
+	fs.StringVar(&o.out, "out", defaultOut, "directory for BENCHMARKS.md, charts/ and raw/ (bench/out/ is ignored by git)")
+	fs.StringVar(&o.baseline, "baseline", ".", "directory of the committed run to compare with (its raw/bench.txt and raw/memory.txt)")
+	fs.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
+	fs.StringVar(&o.cpu, "cpu", "", "go test -cpu list for the benchmarks, e.g. 1,2,4,8,16 (a scaling chart per hot-key scenario); default: GOMAXPROCS only")
+}
+
+// check validates the flags parsed by fs: -update writes the tracked
+// files, which a later run compares with, so it takes a full run at the
+// default run counts and sizes, and no other destination.
+func (o *options) check(fs *flag.FlagSet) error {
 	if !fileExists("bench_test.go") {
 		return errNotBenchDir
 	}
 	outSet := false
-	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	var changed []string
+	fs.Visit(func(f *flag.Flag) {
+		outSet = outSet || f.Name == "out"
+		switch f.Name {
+		case "count", "keys", "benchtime", "latency-calls":
+			if f.Value.String() != f.DefValue {
+				changed = append(changed, fmt.Sprintf("-%s=%s", f.Name, f.Value))
+			}
+		}
+	})
 	if _, err := o.cpus(); err != nil {
 		return err
 	}
@@ -99,6 +114,9 @@ func (o *options) check() error {
 		}
 		if o.quick {
 			return errors.New("-update takes a full run: the committed report is not a -quick one")
+		}
+		if len(changed) > 0 {
+			return fmt.Errorf("-update takes a full run at the defaults (the committed run is what later runs compare with, and its intervals need the default count): drop %s", strings.Join(changed, " "))
 		}
 		o.out = "."
 	}

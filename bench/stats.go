@@ -28,6 +28,32 @@ type results map[string]map[string]map[string]stat
 
 var procSuffix = regexp.MustCompile(`-\d+$`)
 
+// cpuSuffix is the /cpu=N that readResults appends to a scenario measured at
+// several core counts.
+var cpuSuffix = regexp.MustCompile(`/cpu=(\d+)$`)
+
+// splitProcs returns a scenario's name without its /cpu=N suffix, and N (0
+// where the name has none: the run had one core count).
+func splitProcs(sc string) (string, int) {
+	m := cpuSuffix.FindStringSubmatch(sc)
+	if m == nil {
+		return sc, 0
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil {
+		return sc, 0
+	}
+	return strings.TrimSuffix(sc, m[0]), n
+}
+
+// withProcs is splitProcs' inverse: sc at n cores, or sc itself for n = 0.
+func withProcs(sc string, n int) string {
+	if n == 0 {
+		return sc
+	}
+	return fmt.Sprintf("%s/cpu=%d", sc, n)
+}
+
 // A runInfo is what raw go test output says about the run besides the
 // figures: the CPU (go test's "cpu:" line) and the GOMAXPROCS values (the
 // names' -N suffixes).
@@ -111,7 +137,7 @@ func readResults(paths ...string) (results, runInfo, error) {
 		for procs, impls := range byProcs {
 			key := sc
 			if len(byProcs) > 1 {
-				key = fmt.Sprintf("%s/cpu=%d", sc, procs)
+				key = withProcs(sc, procs)
 			}
 			out[key] = map[string]map[string]stat{}
 			for impl, units := range impls {
@@ -126,7 +152,9 @@ func readResults(paths ...string) (results, runInfo, error) {
 	return out, info, nil
 }
 
-// scenarios returns the scenario names in a stable, readable order.
+// scenarios returns the scenario names in a stable, readable order: a
+// scenario's core counts together and in numeric order (cpu=2 before
+// cpu=16).
 func (r results) scenarios() []string {
 	order := func(s string) int {
 		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
@@ -144,7 +172,12 @@ func (r results) scenarios() []string {
 		if order(names[i]) != order(names[j]) {
 			return order(names[i]) < order(names[j])
 		}
-		return names[i] < names[j]
+		a, pa := splitProcs(names[i])
+		b, pb := splitProcs(names[j])
+		if a != b {
+			return a < b
+		}
+		return pa < pb
 	})
 	return names
 }

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeTestReport writes the report of the raw go test output raw, run at
+// -cpu=cpu, with the latency scenarios lat, and returns it.
+func writeTestReport(t *testing.T, raw, cpu string, lat []latScenario, charts []chart) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bench.txt")
+	if err := os.WriteFile(path, []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, info, err := readResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options{out: dir, cpu: cpu, count: 6, benchtime: "200ms", keys: 1000, latCalls: 1000}
+	base := baseline{err: errors.New("no committed run in this test")}
+	if _, err := writeReport(o, res, info, base, lat, nil, "", charts); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(md)
+}
+
+// benchLines is n runs of one go test result line.
+func benchLines(name, values string, n int) string {
+	return strings.Repeat("Benchmark"+name+" \t1000000\t"+values+"\n", n)
+}
+
+// TestHotSectionAtSeveralCoreCounts: with -cpu=1,2 every scenario is named
+// with /cpu=N, and the hot-key section (tables, allowed/s, latency
+// percentiles, the pacer note, the charts) is still written, once per core
+// count, with the latency percentiles at the harness's own count.
+func TestHotSectionAtSeveralCoreCounts(t *testing.T) {
+	var raw strings.Builder
+	raw.WriteString("cpu: Test CPU @ 3.0GHz\n")
+	for _, suffix := range []string{"", "-2"} { // go test names no suffix at -cpu=1
+		raw.WriteString(benchLines("HotKey/impl=atomiclimit"+suffix, "60 ns/op\t1.000 allowed/op\t16666667 allowed/s\t0 B/op\t0 allocs/op", 6))
+		raw.WriteString(benchLines("HotKey/impl=x-time-rate"+suffix, "120 ns/op\t1.000 allowed/op\t8333333 allowed/s\t0 B/op\t0 allocs/op", 6))
+		raw.WriteString(benchLines("Contended/rate=1e6/burst=1000/impl=atomiclimit"+suffix, "30 ns/op\t0.030 allowed/op\t1000000 allowed/s\t0 B/op\t0 allocs/op", 6))
+		raw.WriteString(benchLines("Contended/rate=1e6/burst=1000/impl=uber-default"+suffix, "1100 ns/op\t1.000 allowed/op\t909091 allowed/s\t0 B/op\t0 allocs/op", 6))
+		raw.WriteString(benchLines("Serial/impl=atomiclimit"+suffix, "40 ns/op\t1.000 allowed/op\t0 B/op\t0 allocs/op", 6))
+	}
+	lat := []latScenario{{hotScenario: hotScenarios[0], procs: 2, rows: []latResult{
+		{impl: "clock only", p50: 21 * time.Nanosecond, p99: 40 * time.Nanosecond, p999: 90 * time.Nanosecond},
+		{impl: "atomiclimit", p50: 77 * time.Nanosecond, p99: 310 * time.Nanosecond, p999: 1500 * time.Nanosecond},
+	}}}
+	charts := []chart{
+		{"charts/hotkey-cpu-2.png", "HotKey at 2", "HotKey/cpu=2"},
+		{"charts/latency-hotkey.png", "latency HotKey", "latency HotKey"},
+	}
+	md := writeTestReport(t, raw.String(), "1,2", lat, charts)
+	for _, want := range []string{
+		"## One key from every core",
+		"### -cpu=1\n",
+		"### -cpu=2\n",
+		"#### HotKey: every call admitted",
+		"#### Contended/rate=1e6/burst=1000: mostly denials",
+		"16.67 M",                    // allowed/s
+		"77 ns | 310 ns | 1.50 µs",   // the percentiles, at -cpu=2
+		"p50 21 ns",                  // clock only
+		"the pacers kept this share", // the pacer note
+		"uber-default 91%",
+		"(charts/hotkey-cpu-2.png)",
+		"(charts/latency-hotkey.png)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if n := strings.Count(md, "#### HotKey: every call admitted"); n != 2 {
+		t.Errorf("%d HotKey tables, want one per core count (2)", n)
+	}
+	// The percentiles belong to -cpu=2 only.
+	cpu1 := md[strings.Index(md, "### -cpu=1\n"):strings.Index(md, "### -cpu=2\n")]
+	if strings.Contains(cpu1, "p50") || strings.Contains(cpu1, "latency-hotkey") {
+		t.Errorf("the -cpu=1 tables carry the latency measured at GOMAXPROCS=2:\n%s", cpu1)
+	}
+	// One name for the machine: go test's cpu: line.
+	if !strings.Contains(md, "- Machine: Test CPU @ 3.0GHz, ") {
+		t.Errorf("the machine line does not name go test's CPU:\n%s", md[:strings.Index(md, "## The implementations")])
+	}
+	// The other scenarios keep one table per core count.
+	for _, want := range []string{"## Serial/cpu=1\n", "## Serial/cpu=2\n"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestHotSectionLatencyElsewhere: where the benchmarks did not run at the
+// latency harness's GOMAXPROCS, its percentiles get tables of their own
+// rather than none.
+func TestHotSectionLatencyElsewhere(t *testing.T) {
+	raw := "cpu: Test CPU\n" + benchLines("HotKey/impl=atomiclimit", "60 ns/op\t1.000 allowed/op\t0 B/op\t0 allocs/op", 6)
+	lat := []latScenario{{hotScenario: hotScenarios[0], procs: 4, rows: []latResult{
+		{impl: "atomiclimit", p50: 77 * time.Nanosecond, p99: 310 * time.Nanosecond, p999: 1500 * time.Nanosecond},
+	}}}
+	md := writeTestReport(t, raw, "1", lat, nil)
+	for _, want := range []string{"### -cpu=1\n", "### -cpu=4\n", "did not run at this core count", "77 ns | 310 ns | 1.50 µs", "60.0 ns"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestSplitProcs(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		base  string
+		procs int
+	}{
+		{"HotKey", "HotKey", 0},
+		{"HotKey/cpu=16", "HotKey", 16},
+		{"Contended/rate=1e6/burst=1000/cpu=2", "Contended/rate=1e6/burst=1000", 2},
+		{"Keys/dist=zipf/keys=1000", "Keys/dist=zipf/keys=1000", 0},
+	} {
+		base, procs := splitProcs(tc.in)
+		if base != tc.base || procs != tc.procs {
+			t.Errorf("splitProcs(%q) = %q, %d; want %q, %d", tc.in, base, procs, tc.base, tc.procs)
+		}
+		if _, ok := hotScenarioOf(tc.in); ok != (tc.base != "Keys/dist=zipf/keys=1000") {
+			t.Errorf("hotScenarioOf(%q) = %v", tc.in, ok)
+		}
+	}
+	r := results{"HotKey/cpu=16": nil, "HotKey/cpu=2": nil, "Serial/cpu=2": nil, "Serial/cpu=16": nil}
+	if got, want := strings.Join(r.scenarios(), " "), "Serial/cpu=2 Serial/cpu=16 HotKey/cpu=2 HotKey/cpu=16"; got != want {
+		t.Errorf("scenarios() = %s, want %s", got, want)
+	}
+}
+
+// TestStanding: the summary calls atomiclimit ahead of the best peer only
+// where their 95% intervals are disjoint.
+func TestStanding(t *testing.T) {
+	ns := func(center, lo, hi float64) stat { return stat{center: center, lo: lo, hi: hi, n: 6} }
+	one := func(center float64) stat { return stat{center: center, lo: math.Inf(-1), hi: math.Inf(1), n: 1} }
+	for _, tc := range []struct {
+		name      string
+		our, best stat
+		want      string
+		wantSt    int
+	}{
+		// The review's case: HotKey 64.3 ns [63.7, 67.0] beside
+		// uber-default 65.6 ns [65.1, 68.2].
+		{"lower median, overlapping", ns(64.3, 63.7, 67.0), ns(65.6, 65.1, 68.2), "level (intervals overlap)", levelBest},
+		{"higher median, overlapping", ns(66, 63.7, 67.0), ns(65.6, 65.1, 68.2), "level (intervals overlap)", levelBest},
+		{"ahead, disjoint", ns(40, 39, 41), ns(60, 58, 62), "yes", aheadOfBest},
+		{"behind, disjoint", ns(60, 58, 62), ns(40, 39, 41), "**no**", behindBest},
+		{"one run, lower", one(40), one(60), "yes (medians only", aheadOfBest},
+		{"one run, higher", one(60), one(40), "**no** (medians only", behindBest},
+	} {
+		got, st := standing(tc.our, tc.best)
+		if !strings.HasPrefix(got, tc.want) || st != tc.wantSt {
+			t.Errorf("%s: standing = %q, %d; want %q, %d", tc.name, got, st, tc.want, tc.wantSt)
+		}
+	}
+}
