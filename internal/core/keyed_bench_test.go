@@ -458,3 +458,56 @@ func (h *latencies) report(b *testing.B) {
 	b.ReportMetric(float64(h.max.Microseconds()), "max-µs")
 	b.ReportMetric(float64(h.n)/float64(b.N), "decisions/op")
 }
+
+// BenchmarkKeyedFullScan times the requests for new keys that a full bounded
+// limiter (WithMaxKeys(n, RejectNew), n = benchKeys) refuses while none of
+// its keys is idle (1 per hour, burst 1: every key stays busy for the run).
+// The first refusal scans every shard for an idle key, under the limiter's
+// one room lock; refusals within the next 10 ms look only at keys created
+// since. The longest is that scan, the wait README's "What can make one
+// decision wait" names for a full bounded limiter. 2 goroutines, 200,000
+// refusals each.
+//
+//	go test ./internal/core -run='^$' -bench=KeyedFullScan -benchtime=1x -count=3
+func BenchmarkKeyedFullScan(b *testing.B) {
+	keyNames()
+	b.Run(fmt.Sprintf("keys=%d", benchKeys), func(b *testing.B) {
+		var h latencies
+		for range b.N {
+			k, err := core.NewKeyed[string](core.GCRA(gcra.PerHour(1), 1),
+				core.WithSweepInterval(0), core.WithMaxKeys(benchKeys, core.RejectNew))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, key := range benchKeyNames {
+				if !k.Allow(key) {
+					b.Fatal("a key of the fill was refused")
+				}
+			}
+			const perWorker = 200_000
+			workers := 2
+			hs := make([]latencies, workers)
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range perWorker {
+						key := fmt.Sprintf("new-%d-%07d", w, i)
+						t0 := time.Now()
+						if k.Allow(key) {
+							panic("a new key admitted past the bound")
+						}
+						hs[w].add(time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			k.Close()
+			for w := range hs {
+				h.merge(&hs[w])
+			}
+		}
+		h.report(b)
+	})
+}

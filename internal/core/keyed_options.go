@@ -32,7 +32,10 @@ const DefaultSweepInterval = keyed.DefaultSweepInterval
 // under any concurrency. When it holds n keys and a request comes for a new
 // one, it first removes idle keys: it sweeps shards until one yields an idle
 // key or all have been swept (a scan that finds none is not repeated for
-// 10 ms of the limiter's clock). Only if no key is idle does policy decide.
+// 10 ms of the limiter's clock, or ten times the scan's own duration if
+// longer, unless a key it saw may have become idle: so a flood of new keys
+// keeps a full limiter scanning at most about a tenth of the time). Only if
+// no key is idle does policy decide.
 // The bound also presizes the map for n keys, so that it never grows (a
 // growth copies a shard while requests for its new keys wait); the tables
 // cost from the start what a full limiter holds: 64 bytes per 3.75 keys of

@@ -53,12 +53,19 @@ func (p FullPolicy) String() string {
 // over every key, unless the limiter is told otherwise.
 const DefaultSweepInterval = time.Minute
 
-// roomScanGap is how long a full limiter waits, after a scan of every shard
-// found no idle key, before a request for a new key may scan again:
-// otherwise a flood of new keys against a limiter full of active ones would
-// make every such request scan the whole map. It ends sooner when a key the
-// scan saw may have become idle (see room).
-const roomScanGap = 10 * time.Millisecond
+// roomScanGap is how long a full limiter waits, at least, after a scan of
+// every shard found no idle key, before a request for a new key may scan
+// again: otherwise a flood of new keys against a limiter full of active ones
+// would make every such request scan the whole map. The gap is also at least
+// roomScanRatio times that scan's own duration, so that such a flood keeps a
+// full limiter scanning (and the requests for new keys waiting on the scan)
+// for at most about 1/(roomScanRatio+1) of the time, however many keys it
+// holds: a scan of a million keys takes about half a second here. It ends
+// sooner when a key the scan saw may have become idle (see room).
+const (
+	roomScanGap   = 10 * time.Millisecond
+	roomScanRatio = 10
+)
 
 // minRecent is the least number of cells created after a barren scan that
 // a full limiter keeps track of (see room); the bound is MaxKeys/16 above it.
@@ -146,9 +153,10 @@ type Store[K comparable, C comparable] struct {
 //
 // A scan that finds no idle key at time e leaves the Store barren: it
 // records the earliest IdleFrom of the cells it saw (no cell it saw is idle
-// before then, as IdleFrom never decreases) and the clock time when
-// roomScanGap ends. Cells created from the start of that scan on cannot be
-// in that minimum: Cell records them in recent, and a barren makeRoom looks
+// before then, as IdleFrom never decreases) and the clock time when the
+// gap ends (roomScanGap, or roomScanRatio times the scan's duration if
+// longer). Cells created from the start of that scan on cannot be in that
+// minimum: Cell records them in recent, and a barren makeRoom looks
 // at each of them once, when it is new, then folds its IdleFrom into the
 // minimum (retiring it if it is idle). A makeRoom scans every shard again
 // once the gap has ended, once its eviction time reaches the minimum, or
@@ -156,7 +164,7 @@ type Store[K comparable, C comparable] struct {
 type room[K comparable, C comparable] struct {
 	mu       sync.Mutex // serialises scans; guards the fields up to recording
 	barren   bool       // the last scan found nothing idle; what follows holds
-	gapEnd   int64      // clock time at which roomScanGap ends
+	gapEnd   int64      // clock time at which the gap after the last scan ends
 	idleFrom int64      // no cell seen by the scan or in recent[:checked] is idle before this
 	checked  int        // recent[:checked] are accounted for in idleFrom
 
@@ -355,6 +363,7 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	r.recording.Store(true)
 	r.recentMu.Unlock()
 	minIdle := int64(math.MaxInt64)
+	scanStart := s.src.Now()
 	for range s.Map.Shards() {
 		retired, m := s.sweepShard(s.Map.NextShard(), now)
 		if retired > 0 {
@@ -370,7 +379,9 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	}
 	// Nothing is idle: until some time has passed, or a key seen has
 	// become idle, nothing will be.
-	r.barren, r.gapEnd, r.idleFrom, r.checked = true, s.src.Now()+int64(roomScanGap), minIdle, 0
+	scanEnd := s.src.Now()
+	gap := max(int64(roomScanGap), roomScanRatio*(scanEnd-scanStart))
+	r.barren, r.gapEnd, r.idleFrom, r.checked = true, scanEnd+gap, minIdle, 0
 	return false
 }
 

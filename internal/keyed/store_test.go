@@ -240,3 +240,66 @@ func TestBarrenStoreFindsKeyCreatedAfterScan(t *testing.T) {
 		return
 	}
 }
+
+// slowCells is fakeCells on a clock that one IdleFrom advances by step: a
+// scan of n cells takes n·step of the store's clock.
+type slowCells struct {
+	fakeCells
+	clk   *fakeClock
+	step  time.Duration
+	calls *atomic.Int64
+}
+
+func (c slowCells) IdleFrom(fc *fakeCell) (int64, bool) {
+	c.clk.Advance(c.step)
+	c.calls.Add(1)
+	return c.fakeCells.IdleFrom(fc)
+}
+
+// After a scan of every shard that found nothing idle, a full store does
+// not scan again for roomScanRatio times that scan's duration (when that is
+// longer than roomScanGap), then does.
+func TestBarrenGapScalesWithScan(t *testing.T) {
+	const n = 100
+	clk := &fakeClock{base: time.Unix(1_700_000_000, 0)}
+	var calls atomic.Int64
+	cells := slowCells{clk: clk, step: time.Millisecond, calls: &calls}
+	s := New[string](Config{MaxKeys: n, Full: RejectNew, Shards: 4}, timebase.FromClock(clk), Cells[*fakeCell](cells))
+	for i := range n {
+		if _, ok := s.Cell(fmt.Sprint("k", i), 0, func() *fakeCell { return newCell(time.Hour) }); !ok {
+			t.Fatalf("no room for k%d", i)
+		}
+	}
+	calls.Store(0)
+	if _, ok := s.Cell("new0", int64(clk.ns.Load()), func() *fakeCell { return newCell(time.Hour) }); ok {
+		t.Fatal("new0 admitted past the bound")
+	}
+	if got := calls.Load(); got < n {
+		t.Fatalf("the first refusal looked at %d cells, want a scan of all %d", got, n)
+	}
+	scan := time.Duration(calls.Load()) * time.Millisecond // the scan's duration on this clock
+	scanEnd := time.Duration(clk.ns.Load())
+	if scan*roomScanRatio <= roomScanGap {
+		t.Fatalf("a scan of %v does not outlast roomScanGap/roomScanRatio: the test shows nothing", scan)
+	}
+	try := func(at time.Duration) int64 {
+		t.Helper()
+		clk.Set(at)
+		calls.Store(0)
+		if _, ok := s.Cell(fmt.Sprint("new", at), int64(at), func() *fakeCell { return newCell(time.Hour) }); ok {
+			t.Fatalf("a new key admitted past the bound at %v", at)
+		}
+		return calls.Load()
+	}
+	// Past roomScanGap, within roomScanRatio·scan: no scan.
+	if got := try(scanEnd + roomScanGap + time.Millisecond); got >= n {
+		t.Fatalf("scanned again %v after a %v scan (looked at %d cells)", roomScanGap+time.Millisecond, scan, got)
+	}
+	if got := try(scanEnd + roomScanRatio*scan - time.Millisecond); got >= n {
+		t.Fatalf("scanned again %v after a %v scan (looked at %d cells)", roomScanRatio*scan-time.Millisecond, scan, got)
+	}
+	// Once the gap has ended: a scan.
+	if got := try(scanEnd + roomScanRatio*scan); got < n {
+		t.Fatalf("no scan %v after a %v scan (looked at %d cells)", roomScanRatio*scan, scan, got)
+	}
+}
