@@ -295,25 +295,15 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 					allow = noopAllow
 				}
 				workers := runtime.GOMAXPROCS(0)
-				hs := make([]latencies, workers)
-				var wg sync.WaitGroup
-				for w := range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := w; i < benchKeys; i += workers {
-							for _, key := range []string{benchKeyNames[i], benchKeyNames[i/2]} {
-								t0 := time.Now()
-								allow(key)
-								hs[w].add(time.Since(t0))
-							}
+				timed(&h, workers, func(w int, hw *latencies) {
+					for i := w; i < benchKeys; i += workers {
+						for _, key := range []string{benchKeyNames[i], benchKeyNames[i/2]} {
+							t0 := time.Now()
+							allow(key)
+							hw.add(time.Since(t0))
 						}
-					}()
-				}
-				wg.Wait()
-				for w := range hs {
-					h.merge(&hs[w])
-				}
+					}
+				})
 			}
 			h.report(b)
 		})
@@ -358,33 +348,22 @@ func BenchmarkKeyedChurn(b *testing.B) {
 				if cfg.name == "noop" {
 					allow = noopAllow
 				}
-				workers := runtime.GOMAXPROCS(0)
-				hs := make([]latencies, workers)
 				start := time.Now()
-				var wg sync.WaitGroup
-				for w := range workers {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						rng := rand.New(rand.NewPCG(uint64(w), 5))
-						for {
-							since := time.Since(start)
-							if since >= run {
-								return
-							}
-							base := int(since * perSecond / time.Second)
-							key := names[base+rng.IntN(live)]
-							t0 := time.Now()
-							allow(key)
-							hs[w].add(time.Since(t0))
+				timed(&h, runtime.GOMAXPROCS(0), func(w int, hw *latencies) {
+					rng := rand.New(rand.NewPCG(uint64(w), 5))
+					for {
+						since := time.Since(start)
+						if since >= run {
+							return
 						}
-					}()
-				}
-				wg.Wait()
+						base := int(since * perSecond / time.Second)
+						key := names[base+rng.IntN(live)]
+						t0 := time.Now()
+						allow(key)
+						hw.add(time.Since(t0))
+					}
+				})
 				k.Close()
-				for w := range hs {
-					h.merge(&hs[w])
-				}
 				b.ReportMetric(float64(k.Stats().Evicted)/run.Seconds(), "evicted/s")
 			}
 			h.report(b)
@@ -394,6 +373,24 @@ func BenchmarkKeyedChurn(b *testing.B) {
 
 //go:noinline
 func noopAllow(string) bool { return true }
+
+// timed runs body on workers goroutines at once, each timing its calls into
+// a histogram of its own, and merges those into h when all have returned.
+func timed(h *latencies, workers int, body func(w int, hw *latencies)) {
+	hs := make([]latencies, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body(w, &hs[w])
+		}()
+	}
+	wg.Wait()
+	for w := range hs {
+		h.merge(&hs[w])
+	}
+}
 
 // latencies is a histogram of durations in nanoseconds, exact below 64 ns
 // and with 32 buckets per power of two above (a percentile is the upper edge
@@ -485,28 +482,17 @@ func BenchmarkKeyedFullScan(b *testing.B) {
 				}
 			}
 			const perWorker = 200_000
-			workers := 2
-			hs := make([]latencies, workers)
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range perWorker {
-						key := fmt.Sprintf("new-%d-%07d", w, i)
-						t0 := time.Now()
-						if k.Allow(key) {
-							panic("a new key admitted past the bound")
-						}
-						hs[w].add(time.Since(t0))
+			timed(&h, 2, func(w int, hw *latencies) {
+				for i := range perWorker {
+					key := fmt.Sprintf("new-%d-%07d", w, i)
+					t0 := time.Now()
+					if k.Allow(key) {
+						panic("a new key admitted past the bound")
 					}
-				}()
-			}
-			wg.Wait()
+					hw.add(time.Since(t0))
+				}
+			})
 			k.Close()
-			for w := range hs {
-				h.merge(&hs[w])
-			}
 		}
 		h.report(b)
 	})
