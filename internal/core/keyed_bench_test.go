@@ -393,6 +393,67 @@ func BenchmarkKeyedChurn(b *testing.B) {
 	}
 }
 
+// BenchmarkKeyedSweep times every decision on live keys while one full
+// sweep pass runs beside them: 1M keys under 1 per 2 s, burst 2, of which
+// the odd half went idle (asked once, more than 2 s ago) and the even half
+// are asked by every P in turn while Sweep removes the idle half from
+// another goroutine. It
+// reports the decisions' percentiles and the runtime's waits (as
+// BenchmarkKeyedGrowth), how long the pass took and what it removed.
+// impl=noop makes the same pass beside empty calls.
+//
+//	go test ./internal/core -run='^$' -bench=KeyedSweep -benchtime=1x -count=3 -cpu=2
+func BenchmarkKeyedSweep(b *testing.B) {
+	keyNames()
+	for _, cfg := range []string{"noop", "shards=16"} {
+		b.Run(fmt.Sprintf("keys=%d/cfg=%s", benchKeys, cfg), func(b *testing.B) {
+			var h latency.Histogram
+			var pass time.Duration
+			removed := 0
+			for range b.N {
+				k, err := core.NewKeyed[string](core.GCRA(gcra.Per(1, 2*time.Second), 2), core.WithSweepInterval(0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The odd half is asked once, then the even half is kept
+				// asked (untimed) until the odd half is idle, 2 s later.
+				for i := 1; i < benchKeys; i += 2 {
+					k.Allow(benchKeyNames[i])
+				}
+				idleAt := time.Now().Add(2*time.Second + 100*time.Millisecond)
+				for j := 0; time.Now().Before(idleAt); j = (j + 2) % benchKeys {
+					k.Allow(benchKeyNames[j])
+				}
+				allow := k.Allow
+				if cfg == "noop" {
+					allow = noopAllow
+				}
+				var done atomic.Bool
+				go func() {
+					t0 := time.Now()
+					removed += k.Sweep()
+					pass += time.Since(t0)
+					done.Store(true)
+				}()
+				workers := runtime.GOMAXPROCS(0)
+				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+					for j := 2 * w; !done.Load(); j += 2 * workers {
+						if j >= benchKeys {
+							j = 2 * w
+						}
+						t0 := time.Now()
+						allow(benchKeyNames[j])
+						hw.Add(time.Since(t0))
+					}
+				})
+			}
+			h.Report(b)
+			b.ReportMetric(float64(pass.Milliseconds())/float64(b.N), "sweep-ms")
+			b.ReportMetric(float64(removed)/float64(b.N), "removed")
+		})
+	}
+}
+
 //go:noinline
 func noopAllow(string) bool { return true }
 
