@@ -264,49 +264,69 @@ func heapInUse() uint64 {
 // again), and reports percentiles of one decision and the longest. Writers
 // to a MapOf wait while it copies its table to grow; with one shard the last
 // copy moves every key, with 16 a sixteenth, and with a key bound
-// (cfg=maxkeys, which presizes the map) none. impl=noop times an empty call
-// in the same loop: what the machine itself (scheduler, timer, other
-// processes) adds to any measurement here.
+// (cfg=maxkeys, which presizes the map) none. cfg=noop times an empty call
+// in the same loop, and cfg=busy a call that computes for 300 ns (about a
+// decision's length) touching no memory: what the machine itself (the
+// hypervisor, the kernel, the scheduler) adds to any call, and to one that
+// long. spare=0 runs a goroutine on every P; spare=1 leaves one P free, as a
+// server below saturation does, for the runtime's own work (the collector,
+// the sweeper).
 //
 //	go test ./internal/core -run='^$' -bench='KeyedGrowth|KeyedChurn' -benchtime=1x -count=3 -cpu=2
 func BenchmarkKeyedGrowth(b *testing.B) {
 	keyNames()
-	for _, cfg := range []struct {
-		name string
-		opts []core.Option
-	}{
-		{"noop", nil},
-		{"shards=1", []core.Option{core.WithShards(1)}},
-		{"shards=16", nil},
-		{"shards=1024", []core.Option{core.WithShards(1024)}},
-		{"maxkeys", []core.Option{core.WithMaxKeys(benchKeys, core.RejectNew)}},
-	} {
-		b.Run(fmt.Sprintf("keys=%d/cfg=%s", benchKeys, cfg.name), func(b *testing.B) {
-			var h latency.Histogram
-			for range b.N {
-				opts := append([]core.Option{core.WithSweepInterval(0)}, cfg.opts...)
-				k, err := core.NewKeyed[string](core.GCRA(gcra.PerSecond(10), 10), opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				allow := k.Allow
-				if cfg.name == "noop" {
-					allow = noopAllow
-				}
-				workers := runtime.GOMAXPROCS(0)
-				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-					for i := w; i < benchKeys; i += workers {
-						for _, key := range []string{benchKeyNames[i], benchKeyNames[i/2]} {
-							t0 := time.Now()
-							allow(key)
-							hw.Add(time.Since(t0))
-						}
+	for _, spare := range []int{0, 1} {
+		for _, cfg := range []struct {
+			name string
+			opts []core.Option
+		}{
+			{"noop", nil},
+			{"busy", nil},
+			{"shards=1", []core.Option{core.WithShards(1)}},
+			{"shards=16", nil},
+			{"shards=1024", []core.Option{core.WithShards(1024)}},
+			{"maxkeys", []core.Option{core.WithMaxKeys(benchKeys, core.RejectNew)}},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", benchKeys, spare, cfg.name), func(b *testing.B) {
+				var h latency.Histogram
+				for range b.N {
+					opts := append([]core.Option{core.WithSweepInterval(0)}, cfg.opts...)
+					k, err := core.NewKeyed[string](core.GCRA(gcra.PerSecond(10), 10), opts...)
+					if err != nil {
+						b.Fatal(err)
 					}
-				})
-			}
-			h.Report(b)
-		})
+					allow := floorOr(cfg.name, k.Allow)
+					workers := tailWorkers(spare)
+					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+						for i := w; i < benchKeys; i += workers {
+							for _, key := range []string{benchKeyNames[i], benchKeyNames[i/2]} {
+								t0 := time.Now()
+								allow(key)
+								hw.Add(time.Since(t0))
+							}
+						}
+					})
+				}
+				h.Report(b)
+			})
+		}
 	}
+}
+
+// tailWorkers is how many goroutines a tail benchmark runs: one per P, less
+// spare.
+func tailWorkers(spare int) int { return max(runtime.GOMAXPROCS(0)-spare, 1) }
+
+// floorOr returns the call a tail benchmark times for cfg: the machine's
+// floors for cfg=noop and cfg=busy, else allow.
+func floorOr(cfg string, allow func(string) bool) func(string) bool {
+	switch cfg {
+	case "noop":
+		return noopAllow
+	case "busy":
+		return busyAllow
+	}
+	return allow
 }
 
 // BenchmarkKeyedChurn times every decision of a limiter holding a million
@@ -321,9 +341,9 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 // evicts none in the first seconds, then the ~100,000 a second that leave
 // (61,000–63,000 a second averaged over the run, measured). It runs 8 s
 // after a fill that is not timed, and reports the evictions per second over
-// the whole run and the keys held at its end. cfg and impl=noop as in
-// BenchmarkKeyedGrowth (noop runs no sweeper either); shards=256 makes each
-// sweep step a sixteenth as long.
+// the whole run and the keys held at its end. cfg, spare and the floors
+// (noop, busy) as in BenchmarkKeyedGrowth (the floors run no sweeper);
+// shards=256 makes each sweep step a sixteenth as long.
 func BenchmarkKeyedChurn(b *testing.B) {
 	const live, perSecond, run = 1_000_000, 100_000, 8 * time.Second
 	if testing.Short() {
@@ -333,63 +353,63 @@ func BenchmarkKeyedChurn(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("churn-%07d", i)
 	}
-	for _, cfg := range []struct {
-		name string
-		opts []core.Option
-	}{
-		{"noop", nil},
-		{"shards=16", nil},
-		{"shards=256", []core.Option{core.WithShards(256)}},
-		{"maxkeys", []core.Option{core.WithMaxKeys(live+live/2, core.RejectNew)}},
-	} {
-		b.Run(fmt.Sprintf("keys=%d/cfg=%s", live, cfg.name), func(b *testing.B) {
-			var h latency.Histogram
-			for range b.N {
-				sweep := time.Second
-				if cfg.name == "noop" {
-					sweep = 0 // the machine alone: no sweeper either
-				}
-				opts := append([]core.Option{core.WithSweepInterval(sweep)}, cfg.opts...)
-				k, err := core.NewKeyed[string](core.GCRA(gcra.Per(1, 2*time.Second), 2), opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, key := range names[:live] {
-					k.Allow(key)
-				}
-				allow := k.Allow
-				if cfg.name == "noop" {
-					allow = noopAllow
-				}
-				workers := runtime.GOMAXPROCS(0)
-				start := time.Now()
-				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-					// j walks the window in laps: each key it holds is
-					// asked once a lap, and a key that left it is skipped
-					// for the one a lap further, new at the window's top.
-					for j := w; ; j += workers {
-						since := time.Since(start)
-						if since >= run {
-							return
-						}
-						base := int(since * perSecond / time.Second)
-						for j < base {
-							j += live
-						}
-						for j >= base+live {
-							j -= live
-						}
-						t0 := time.Now()
-						allow(names[j])
-						hw.Add(time.Since(t0))
+	for _, spare := range []int{0, 1} {
+		for _, cfg := range []struct {
+			name string
+			opts []core.Option
+		}{
+			{"noop", nil},
+			{"busy", nil},
+			{"shards=16", nil},
+			{"shards=256", []core.Option{core.WithShards(256)}},
+			{"maxkeys", []core.Option{core.WithMaxKeys(live+live/2, core.RejectNew)}},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", live, spare, cfg.name), func(b *testing.B) {
+				var h latency.Histogram
+				for range b.N {
+					sweep := time.Second
+					if cfg.name == "noop" || cfg.name == "busy" {
+						sweep = 0 // the machine alone: no sweeper either
 					}
-				})
-				k.Close()
-				b.ReportMetric(float64(k.Stats().Evicted)/run.Seconds(), "evicted/s")
-				b.ReportMetric(float64(k.Len()), "held-keys")
-			}
-			h.Report(b)
-		})
+					opts := append([]core.Option{core.WithSweepInterval(sweep)}, cfg.opts...)
+					k, err := core.NewKeyed[string](core.GCRA(gcra.Per(1, 2*time.Second), 2), opts...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, key := range names[:live] {
+						k.Allow(key)
+					}
+					allow := floorOr(cfg.name, k.Allow)
+					workers := tailWorkers(spare)
+					start := time.Now()
+					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+						// j walks the window in laps: each key it holds is
+						// asked once a lap, and a key that left it is skipped
+						// for the one a lap further, new at the window's top.
+						for j := w; ; j += workers {
+							since := time.Since(start)
+							if since >= run {
+								return
+							}
+							base := int(since * perSecond / time.Second)
+							for j < base {
+								j += live
+							}
+							for j >= base+live {
+								j -= live
+							}
+							t0 := time.Now()
+							allow(names[j])
+							hw.Add(time.Since(t0))
+						}
+					})
+					k.Close()
+					b.ReportMetric(float64(k.Stats().Evicted)/run.Seconds(), "evicted/s")
+					b.ReportMetric(float64(k.Len()), "held-keys")
+				}
+				h.Report(b)
+			})
+		}
 	}
 }
 
@@ -400,62 +420,69 @@ func BenchmarkKeyedChurn(b *testing.B) {
 // another goroutine. It
 // reports the decisions' percentiles and the runtime's waits (as
 // BenchmarkKeyedGrowth), how long the pass took and what it removed.
-// impl=noop makes the same pass beside empty calls.
+// cfg=noop and cfg=busy make the same pass beside the machine's floors, and
+// spare as in BenchmarkKeyedGrowth.
 //
 //	go test ./internal/core -run='^$' -bench=KeyedSweep -benchtime=1x -count=3 -cpu=2
 func BenchmarkKeyedSweep(b *testing.B) {
 	keyNames()
-	for _, cfg := range []string{"noop", "shards=16"} {
-		b.Run(fmt.Sprintf("keys=%d/cfg=%s", benchKeys, cfg), func(b *testing.B) {
-			var h latency.Histogram
-			var pass time.Duration
-			removed := 0
-			for range b.N {
-				k, err := core.NewKeyed[string](core.GCRA(gcra.Per(1, 2*time.Second), 2), core.WithSweepInterval(0))
-				if err != nil {
-					b.Fatal(err)
-				}
-				// The odd half is asked once, then the even half is kept
-				// asked (untimed) until the odd half is idle, 2 s later.
-				for i := 1; i < benchKeys; i += 2 {
-					k.Allow(benchKeyNames[i])
-				}
-				idleAt := time.Now().Add(2*time.Second + 100*time.Millisecond)
-				for j := 0; time.Now().Before(idleAt); j = (j + 2) % benchKeys {
-					k.Allow(benchKeyNames[j])
-				}
-				allow := k.Allow
-				if cfg == "noop" {
-					allow = noopAllow
-				}
-				var done atomic.Bool
-				go func() {
-					t0 := time.Now()
-					removed += k.Sweep()
-					pass += time.Since(t0)
-					done.Store(true)
-				}()
-				workers := runtime.GOMAXPROCS(0)
-				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-					for j := 2 * w; !done.Load(); j += 2 * workers {
-						if j >= benchKeys {
-							j = 2 * w
-						}
-						t0 := time.Now()
-						allow(benchKeyNames[j])
-						hw.Add(time.Since(t0))
+	for _, spare := range []int{0, 1} {
+		for _, cfg := range []string{"noop", "busy", "shards=16"} {
+			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", benchKeys, spare, cfg), func(b *testing.B) {
+				var h latency.Histogram
+				var pass time.Duration
+				removed := 0
+				for range b.N {
+					k, err := core.NewKeyed[string](core.GCRA(gcra.Per(1, 2*time.Second), 2), core.WithSweepInterval(0))
+					if err != nil {
+						b.Fatal(err)
 					}
-				})
-			}
-			h.Report(b)
-			b.ReportMetric(float64(pass.Milliseconds())/float64(b.N), "sweep-ms")
-			b.ReportMetric(float64(removed)/float64(b.N), "removed")
-		})
+					// The odd half is asked once, then the even half is kept
+					// asked (untimed) until the odd half is idle, 2 s later.
+					for i := 1; i < benchKeys; i += 2 {
+						k.Allow(benchKeyNames[i])
+					}
+					idleAt := time.Now().Add(2*time.Second + 100*time.Millisecond)
+					for j := 0; time.Now().Before(idleAt); j = (j + 2) % benchKeys {
+						k.Allow(benchKeyNames[j])
+					}
+					allow := floorOr(cfg, k.Allow)
+					var done atomic.Bool
+					go func() {
+						t0 := time.Now()
+						removed += k.Sweep()
+						pass += time.Since(t0)
+						done.Store(true)
+					}()
+					workers := tailWorkers(spare)
+					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+						for j := 2 * w; !done.Load(); j += 2 * workers {
+							if j >= benchKeys {
+								j = 2 * w
+							}
+							t0 := time.Now()
+							allow(benchKeyNames[j])
+							hw.Add(time.Since(t0))
+						}
+					})
+				}
+				h.Report(b)
+				b.ReportMetric(float64(pass.Milliseconds())/float64(b.N), "sweep-ms")
+				b.ReportMetric(float64(removed)/float64(b.N), "removed")
+			})
+		}
 	}
 }
 
 //go:noinline
 func noopAllow(string) bool { return true }
+
+// busyAllow computes for 300 ns, about as long as a decision at a million
+// keys, touching no memory.
+func busyAllow(string) bool {
+	latency.Busy(300 * time.Nanosecond)
+	return true
+}
 
 // BenchmarkKeyedFullScan times the requests for new keys that a full bounded
 // limiter (WithMaxKeys(n, RejectNew), n = benchKeys) refuses while none of

@@ -1,0 +1,88 @@
+package core_test
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/core"
+	"github.com/atomiclimit/atomiclimit/internal/latency"
+)
+
+// BenchmarkKeyedFirstTouch takes the slow decisions of growth apart: one
+// goroutine, on a thread of its own, fills a presized limiter (no table
+// copies, no sweeper) with a million keys, and reads the thread's page
+// fault count around every decision. It reports how many decisions took
+// longer than latency.Slow, how many of those took a page fault within the
+// call, the faults in all, and the p99.99 of the decisions that took none.
+// memory=returned gives the process's free memory back to the operating
+// system first, so that the limiter's entries, cells and tables land on
+// pages never touched; memory=reused fills and drops a limiter first, so
+// that they land on pages the process already holds.
+//
+//	go test ./internal/core -run='^$' -bench=KeyedFirstTouch -benchtime=1x -count=3
+func BenchmarkKeyedFirstTouch(b *testing.B) {
+	keyNames()
+	newLimiter := func() *core.Keyed[string] {
+		k, err := core.NewKeyed[string](core.GCRA(gcra.PerSecond(10), 10),
+			core.WithSweepInterval(0), core.WithMaxKeys(benchKeys, core.RejectNew))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return k
+	}
+	for _, memory := range []string{"returned", "reused"} {
+		b.Run(fmt.Sprintf("keys=%d/memory=%s", benchKeys, memory), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var all, unfaulted latency.Histogram
+			var slowFaulted, faults int
+			for range b.N {
+				if memory == "reused" {
+					k := newLimiter()
+					for _, key := range benchKeyNames {
+						k.Allow(key)
+					}
+					k.Close()
+					runtime.GC()
+				} else {
+					debug.FreeOSMemory()
+				}
+				k := newLimiter()
+				for _, key := range benchKeyNames {
+					f0 := threadFaults()
+					t0 := time.Now()
+					k.Allow(key)
+					d := time.Since(t0)
+					df := threadFaults() - f0
+					all.Add(d)
+					faults += int(df)
+					if df == 0 {
+						unfaulted.Add(d)
+					} else if d > latency.Slow {
+						slowFaulted++
+					}
+				}
+				k.Close()
+			}
+			b.ReportMetric(float64(all.Quantile(0.9999)), "p99.99-ns")
+			b.ReportMetric(float64(unfaulted.Quantile(0.9999)), "unfaulted-p99.99-ns")
+			b.ReportMetric(float64(all.Slow())/float64(b.N), "over-20µs/op")
+			b.ReportMetric(float64(slowFaulted)/float64(b.N), "over-20µs-faulted/op")
+			b.ReportMetric(float64(faults)/float64(b.N), "faults/op")
+		})
+	}
+}
+
+// threadFaults returns the page faults the calling thread has taken.
+func threadFaults() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return int64(ru.Minflt) + int64(ru.Majflt)
+}
