@@ -14,9 +14,15 @@ import (
 // and each reports p50, p99, p99.9, p99.99 (ns) and the longest (µs), for us
 // and every keyed peer in one run, beside the runtime's own longest waits
 // over the run (sched-max-µs: a goroutine runnable but not running;
-// stw-max-µs: a stop-the-world pause; see internal/latency). impl=noop times
-// an empty call in the same loop: what the machine itself adds. They ignore b.N: run them with
-// -benchtime=1x (the main program does not run them):
+// stw-max-µs: a stop-the-world pause; faults/op: the process's page faults;
+// see internal/latency) and how many decisions took over 20 µs. impl=noop
+// times an empty call in the same loop, and impl=busy a call that computes
+// for 300 ns (about a decision's length) touching no memory: what the
+// machine itself adds to any call, and to one that long. spare=0 runs a
+// goroutine on every P; spare=1 leaves one P free, as a server below
+// saturation does, for the runtime's work (the collector, our sweeper). They
+// ignore b.N: run them with -benchtime=1x (the main program does not run
+// them):
 //
 //	go test -run='^$' -bench='Growth|Churn' -benchtime=1x -count=3 -cpu=2 > tail.txt
 //
@@ -24,9 +30,12 @@ import (
 // its last admission.
 var tailSetting = setting{n: 10, period: time.Second, burst: 1}
 
-// tailPeers is every keyed peer, and impl=noop first.
+// tailPeers is every keyed peer, after impl=noop and impl=busy.
 func tailPeers() []peer {
-	ps := []peer{{name: "noop", keyed: func(setting) keyed { return noopKeyed{} }}}
+	ps := []peer{
+		{name: "noop", keyed: func(setting) keyed { return noopKeyed{} }},
+		{name: "busy", keyed: func(setting) keyed { return busyKeyed{} }},
+	}
 	for _, p := range peers {
 		if p.keyed != nil {
 			ps = append(ps, p)
@@ -41,30 +50,47 @@ type noopKeyed struct{}
 func (noopKeyed) allow(string) bool { return true }
 func (noopKeyed) close()            {}
 
+type busyKeyed struct{}
+
+func (busyKeyed) allow(string) bool {
+	latency.Busy(300 * time.Nanosecond)
+	return true
+}
+func (busyKeyed) close() {}
+
+// spares are the Ps a tail scenario leaves free: none, and one.
+var spares = []int{0, 1}
+
+// tailWorkers is how many goroutines a tail scenario runs: one per P, less
+// spare.
+func tailWorkers(spare int) int { return max(runtime.GOMAXPROCS(0)-spare, 1) }
+
 // BenchmarkGrowth drives each limiter from empty to keysCount keys from
 // every P: each key is new once, and each call for a new key is followed by
 // one for an older key.
 func BenchmarkGrowth(b *testing.B) {
 	buildKeys()
-	for _, p := range tailPeers() {
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
-			var h latency.Histogram
-			for range b.N {
-				k := p.keyed(tailSetting)
-				workers := runtime.GOMAXPROCS(0)
-				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-					for i := w; i < keysCount; i += workers {
-						for _, key := range [2]string{newKeyNames[i], newKeyNames[i/2]} {
-							t0 := time.Now()
-							k.allow(key)
-							hw.Add(time.Since(t0))
+	for _, spare := range spares {
+		for _, p := range tailPeers() {
+			b.Run(fmt.Sprintf("keys=%d/spare=%d/impl=%s", keysCount, spare, p.id()), func(b *testing.B) {
+				var h latency.Histogram
+				for range b.N {
+					k := p.keyed(tailSetting)
+					workers := tailWorkers(spare)
+					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+						for i := w; i < keysCount; i += workers {
+							for _, key := range [2]string{newKeyNames[i], newKeyNames[i/2]} {
+								t0 := time.Now()
+								k.allow(key)
+								hw.Add(time.Since(t0))
+							}
 						}
-					}
-				})
-				k.close()
-			}
-			h.Report(b)
-		})
+					})
+					k.close()
+				}
+				h.Report(b)
+			})
+		}
 	}
 }
 
@@ -91,46 +117,48 @@ func BenchmarkChurn(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("churn-%07d", i)
 	}
-	for _, p := range tailPeers() {
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
-			var h latency.Histogram
-			for range b.N {
-				var k keyed
-				if p.name == "atomiclimit" {
-					k = ourKeyed{must(atomiclimit.NewKeyed[string](ourLimit(churnSetting), churnSetting.burst,
-						atomiclimit.WithSweepInterval(time.Second)))}
-				} else {
-					k = p.keyed(churnSetting)
-				}
-				for _, key := range names[:keysCount] {
-					k.allow(key)
-				}
-				workers := runtime.GOMAXPROCS(0)
-				start := time.Now()
-				latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-					// j walks the window in laps: each key it holds is
-					// asked once a lap, and a key that left it is skipped
-					// for the one a lap further, new at the window's top.
-					for j := w; ; j += workers {
-						since := time.Since(start)
-						if since >= run {
-							return
-						}
-						base := int(int64(since) * int64(perSecond) / int64(time.Second))
-						for j < base {
-							j += keysCount
-						}
-						for j >= base+keysCount {
-							j -= keysCount
-						}
-						t0 := time.Now()
-						k.allow(names[j])
-						hw.Add(time.Since(t0))
+	for _, spare := range spares {
+		for _, p := range tailPeers() {
+			b.Run(fmt.Sprintf("keys=%d/spare=%d/impl=%s", keysCount, spare, p.id()), func(b *testing.B) {
+				var h latency.Histogram
+				for range b.N {
+					var k keyed
+					if p.name == "atomiclimit" {
+						k = ourKeyed{must(atomiclimit.NewKeyed[string](ourLimit(churnSetting), churnSetting.burst,
+							atomiclimit.WithSweepInterval(time.Second)))}
+					} else {
+						k = p.keyed(churnSetting)
 					}
-				})
-				k.close()
-			}
-			h.Report(b)
-		})
+					for _, key := range names[:keysCount] {
+						k.allow(key)
+					}
+					workers := tailWorkers(spare)
+					start := time.Now()
+					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
+						// j walks the window in laps: each key it holds is
+						// asked once a lap, and a key that left it is skipped
+						// for the one a lap further, new at the window's top.
+						for j := w; ; j += workers {
+							since := time.Since(start)
+							if since >= run {
+								return
+							}
+							base := int(int64(since) * int64(perSecond) / int64(time.Second))
+							for j < base {
+								j += keysCount
+							}
+							for j >= base+keysCount {
+								j -= keysCount
+							}
+							t0 := time.Now()
+							k.allow(names[j])
+							hw.Add(time.Since(t0))
+						}
+					})
+					k.close()
+				}
+				h.Report(b)
+			})
+		}
 	}
 }
