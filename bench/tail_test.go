@@ -135,25 +135,11 @@ func BenchmarkChurn(b *testing.B) {
 					workers := tailWorkers(spare)
 					start := time.Now()
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-						// j walks the window in laps: each key it holds is
-						// asked once a lap, and a key that left it is skipped
-						// for the one a lap further, new at the window's top.
-						for j := w; ; j += workers {
-							since := time.Since(start)
-							if since >= run {
-								return
-							}
-							base := int(int64(since) * int64(perSecond) / int64(time.Second))
-							for j < base {
-								j += keysCount
-							}
-							for j >= base+keysCount {
-								j -= keysCount
-							}
+						latency.Window(start, run, keysCount, perSecond, w, workers, func(j int) {
 							t0 := time.Now()
 							k.allow(names[j])
 							hw.Add(time.Since(t0))
-						}
+						})
 					})
 					k.close()
 				}

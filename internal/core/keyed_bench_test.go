@@ -383,25 +383,11 @@ func BenchmarkKeyedChurn(b *testing.B) {
 					workers := tailWorkers(spare)
 					start := time.Now()
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
-						// j walks the window in laps: each key it holds is
-						// asked once a lap, and a key that left it is skipped
-						// for the one a lap further, new at the window's top.
-						for j := w; ; j += workers {
-							since := time.Since(start)
-							if since >= run {
-								return
-							}
-							base := int(since * perSecond / time.Second)
-							for j < base {
-								j += live
-							}
-							for j >= base+live {
-								j -= live
-							}
+						latency.Window(start, run, live, perSecond, w, workers, func(j int) {
 							t0 := time.Now()
 							allow(names[j])
 							hw.Add(time.Since(t0))
-						}
+						})
 					})
 					k.Close()
 					b.ReportMetric(float64(k.Stats().Evicted)/run.Seconds(), "evicted/s")
