@@ -18,10 +18,10 @@ import (
 // see internal/latency) and how many decisions took over 20 µs. impl=noop
 // times an empty call in the same loop, and impl=busy a call that computes
 // for 200 ns touching no memory (about 300 ns with its clock reads: a
-// decision's length): what the
-// machine itself adds to any call, and to one that long. spare=0 runs a
-// goroutine on every P; spare=1 leaves one P free, as a server below
-// saturation does, for the runtime's work (the collector, our sweeper). They
+// decision's length): what the machine itself adds to any call, and to one
+// that long. spare=0 runs a goroutine on every P; spare=1 leaves one P
+// free, as a server below saturation does, for the runtime's work (the
+// collector, our sweeper). They
 // ignore b.N: run them with -benchtime=1x (the main program does not run
 // them):
 //

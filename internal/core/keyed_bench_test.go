@@ -266,9 +266,9 @@ func heapInUse() uint64 {
 // copy moves every key, with 16 a sixteenth, and with a key bound
 // (cfg=maxkeys, which presizes the map) none. cfg=noop times an empty call
 // in the same loop, and cfg=busy a call that computes for 200 ns touching no
-// memory (about 300 ns with its clock reads: a decision's length): what the machine itself (the
-// hypervisor, the kernel, the scheduler) adds to any call, and to one that
-// long. spare=0 runs a goroutine on every P; spare=1 leaves one P free, as a
+// memory (about 300 ns with its clock reads: a decision's length): what the
+// machine itself (the hypervisor, the kernel, the scheduler) adds to any
+// call, and to one that long. spare=0 runs a goroutine on every P; spare=1 leaves one P free, as a
 // server below saturation does, for the runtime's own work (the collector,
 // the sweeper).
 //
@@ -343,12 +343,12 @@ func floorOr(cfg string, allow func(string) bool) func(string) bool {
 // of the key space that slides by 100,000 keys a second, and the background
 // sweeper removes the keys that left it once they are idle (one pass a
 // second). Each worker walks the window in laps, so that every live key is
-// asked once a lap (about every 0.35 s here). The rule, 1 per 2 s with a
+// asked once a lap (every 0.29–0.44 s here). The rule, 1 per 2 s with a
 // burst of 2, keeps a key asked more often than every 2 s from going idle
 // (each admission adds 2 s, up to 4 s ahead of the clock), and lets one no
 // longer asked go idle 2–4 s later: the limiter holds about 1.3M keys, and
 // evicts none in the first seconds, then the ~100,000 a second that leave
-// (61,000–63,000 a second averaged over the run, measured). It runs 8 s
+// (50,000–62,000 a second averaged over the run, measured). It runs 8 s
 // after a fill that is not timed, and reports the evictions per second over
 // the whole run and the keys held at its end. cfg, spare and the floors
 // (noop, busy) as in BenchmarkKeyedGrowth (the floors run no sweeper);
