@@ -31,9 +31,9 @@ func WithCoarseClock() Option { return core.WithCoarseClock() }
 // it is full, idle keys are removed first; only if none is idle does policy
 // decide. The bound also sizes the map's tables for n keys at construction
 // (64 bytes per 3.75 keys, rounded up to a power of two per shard: what a
-// full limiter holds anyway), so that they never grow: a growth copies one
-// shard's table while the requests for new keys of that shard wait (see
-// WithShards).
+// full limiter holds anyway), so that they almost never grow (odds below 1
+// in 30,000 per shard at n keys): a growth copies one shard's table while
+// the requests for new keys of that shard wait (see WithShards).
 func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, policy) }
 
 // WithSweepInterval sets how long the background sweeper of a Keyed limiter
@@ -43,8 +43,9 @@ func WithMaxKeys(n int, policy FullPolicy) Option { return core.WithMaxKeys(n, p
 // 1.3M keys every second on the 2-vCPU benchmark machine). While every P of
 // the process is busy with requests, the sweeper runs only by preempting
 // one of them, and that request waits for the scheduler's next turn
-// (24–41 ms measured); with a P to spare, 4.1–6.2 ms (README, "What can
-// make one decision wait").
+// (24–41 ms measured with a pass a second); with a P to spare, 4.1–6.2 ms,
+// or 15–21 ms in runs where a collection's mark workers took the Ps (README,
+// "What can make one decision wait").
 func WithSweepInterval(d time.Duration) Option { return core.WithSweepInterval(d) }
 
 // WithShards sets the number of shards of a Keyed limiter's map (rounded up
