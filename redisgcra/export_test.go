@@ -119,6 +119,9 @@ func (ls *Leased) OnRequest(start func(key string, current bool), done func(key 
 	h.replied = done
 }
 
+// AutoSweeping reports whether an automatic sweep is running.
+func (ls *Leased) AutoSweeping() bool { return ls.sweeping.Load() }
+
 // OnSwept has f see the end of every sweep, with the cells it freed, on
 // the sweep's goroutine. Set it before any AllowN or Sweep.
 func (ls *Leased) OnSwept(f func(freed int)) { ls.hooks().swept = f }
