@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -59,34 +58,19 @@ func (busyKeyed) allow(string) bool {
 }
 func (busyKeyed) close() {}
 
-// spares are the Ps a tail scenario leaves free: none, and one.
-var spares = []int{0, 1}
-
-// tailWorkers is how many goroutines a tail scenario runs: one per P, less
-// spare.
-func tailWorkers(spare int) int { return max(runtime.GOMAXPROCS(0)-spare, 1) }
-
-// skipNoSpare skips a spare=1 run with a single P: it would run what spare=0
-// runs.
-func skipNoSpare(b *testing.B, spare int) {
-	if spare >= runtime.GOMAXPROCS(0) {
-		b.Skip("no P to spare")
-	}
-}
-
 // BenchmarkGrowth drives each limiter from empty to keysCount keys from
 // every P: each key is new once, and each call for a new key is followed by
 // one for an older key.
 func BenchmarkGrowth(b *testing.B) {
 	buildKeys()
-	for _, spare := range spares {
+	for _, spare := range latency.Spares {
 		for _, p := range tailPeers() {
 			b.Run(fmt.Sprintf("keys=%d/spare=%d/impl=%s", keysCount, spare, p.id()), func(b *testing.B) {
-				skipNoSpare(b, spare)
+				latency.SkipNoSpare(b, spare)
 				var h latency.Histogram
 				for range b.N {
 					k := p.keyed(tailSetting)
-					workers := tailWorkers(spare)
+					workers := latency.Workers(spare)
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
 						for i := w; i < keysCount; i += workers {
 							for _, key := range [2]string{newKeyNames[i], newKeyNames[i/2]} {
@@ -127,10 +111,10 @@ func BenchmarkChurn(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("churn-%07d", i)
 	}
-	for _, spare := range spares {
+	for _, spare := range latency.Spares {
 		for _, p := range tailPeers() {
 			b.Run(fmt.Sprintf("keys=%d/spare=%d/impl=%s", keysCount, spare, p.id()), func(b *testing.B) {
-				skipNoSpare(b, spare)
+				latency.SkipNoSpare(b, spare)
 				var h latency.Histogram
 				for range b.N {
 					var k keyed
@@ -143,7 +127,7 @@ func BenchmarkChurn(b *testing.B) {
 					for _, key := range names[:keysCount] {
 						k.allow(key)
 					}
-					workers := tailWorkers(spare)
+					workers := latency.Workers(spare)
 					start := time.Now()
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
 						latency.Window(start, run, keysCount, perSecond, w, workers, func(j int) {

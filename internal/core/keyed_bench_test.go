@@ -275,7 +275,7 @@ func heapInUse() uint64 {
 //	go test ./internal/core -run='^$' -bench='KeyedGrowth|KeyedChurn' -benchtime=1x -count=3 -cpu=2
 func BenchmarkKeyedGrowth(b *testing.B) {
 	keyNames()
-	for _, spare := range []int{0, 1} {
+	for _, spare := range latency.Spares {
 		for _, cfg := range []struct {
 			name string
 			opts []core.Option
@@ -288,7 +288,7 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 			{"maxkeys", []core.Option{core.WithMaxKeys(benchKeys, core.RejectNew)}},
 		} {
 			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", benchKeys, spare, cfg.name), func(b *testing.B) {
-				skipNoSpare(b, spare)
+				latency.SkipNoSpare(b, spare)
 				var h latency.Histogram
 				for range b.N {
 					opts := append([]core.Option{core.WithSweepInterval(0)}, cfg.opts...)
@@ -297,7 +297,7 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 						b.Fatal(err)
 					}
 					allow := floorOr(cfg.name, k.Allow)
-					workers := tailWorkers(spare)
+					workers := latency.Workers(spare)
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
 						for i := w; i < benchKeys; i += workers {
 							for _, key := range []string{benchKeyNames[i], benchKeyNames[i/2]} {
@@ -311,18 +311,6 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 				h.Report(b)
 			})
 		}
-	}
-}
-
-// tailWorkers is how many goroutines a tail benchmark runs: one per P, less
-// spare.
-func tailWorkers(spare int) int { return max(runtime.GOMAXPROCS(0)-spare, 1) }
-
-// skipNoSpare skips a spare=1 run with a single P: it would run what spare=0
-// runs.
-func skipNoSpare(b *testing.B, spare int) {
-	if spare >= runtime.GOMAXPROCS(0) {
-		b.Skip("no P to spare")
 	}
 }
 
@@ -362,7 +350,7 @@ func BenchmarkKeyedChurn(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("churn-%07d", i)
 	}
-	for _, spare := range []int{0, 1} {
+	for _, spare := range latency.Spares {
 		for _, cfg := range []struct {
 			name string
 			opts []core.Option
@@ -374,7 +362,7 @@ func BenchmarkKeyedChurn(b *testing.B) {
 			{"maxkeys", []core.Option{core.WithMaxKeys(live+live/2, core.RejectNew)}},
 		} {
 			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", live, spare, cfg.name), func(b *testing.B) {
-				skipNoSpare(b, spare)
+				latency.SkipNoSpare(b, spare)
 				var h latency.Histogram
 				for range b.N {
 					sweep := time.Second
@@ -390,7 +378,7 @@ func BenchmarkKeyedChurn(b *testing.B) {
 						k.Allow(key)
 					}
 					allow := floorOr(cfg.name, k.Allow)
-					workers := tailWorkers(spare)
+					workers := latency.Workers(spare)
 					start := time.Now()
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
 						latency.Window(start, run, live, perSecond, w, workers, func(j int) {
@@ -422,10 +410,10 @@ func BenchmarkKeyedChurn(b *testing.B) {
 //	go test ./internal/core -run='^$' -bench=KeyedSweep -benchtime=1x -count=3 -cpu=2
 func BenchmarkKeyedSweep(b *testing.B) {
 	keyNames()
-	for _, spare := range []int{0, 1} {
+	for _, spare := range latency.Spares {
 		for _, cfg := range []string{"noop", "busy", "shards=16"} {
 			b.Run(fmt.Sprintf("keys=%d/spare=%d/cfg=%s", benchKeys, spare, cfg), func(b *testing.B) {
-				skipNoSpare(b, spare)
+				latency.SkipNoSpare(b, spare)
 				var h latency.Histogram
 				var pass time.Duration
 				removed := 0
@@ -451,7 +439,7 @@ func BenchmarkKeyedSweep(b *testing.B) {
 						pass += time.Since(t0)
 						done.Store(true)
 					}()
-					workers := tailWorkers(spare)
+					workers := latency.Workers(spare)
 					latency.Timed(&h, workers, func(w int, hw *latency.Histogram) {
 						for j := 2 * w; !done.Load(); j += 2 * workers {
 							if j >= benchKeys {
