@@ -116,23 +116,3 @@ func (p *Params) State(tat, now int64) Decision {
 	d.TokenAfter = time.Duration(max(debt-p.span+p.interval, 0))
 	return d
 }
-
-// Refund returns n·T of a reservation whose admission stored next, when
-// nothing was admitted after it (the current state is still next) and its
-// tokens are not yet due. It returns the state to store and whether there
-// is anything to store. The state never moves below now, so a refund never
-// creates tokens for time that has already passed.
-//
-// A reservation followed by later ones is not refunded: GCRA keeps one TAT,
-// and the later reservations' slots are already promised. Cancelling in
-// reverse order of reservation refunds all of them.
-func (p *Params) Refund(tat, now, next int64, n int) (int64, bool) {
-	if tat != next || p.interval == 0 || n < 1 || int64(n) > p.burst { // interval 0: Unlimited or the zero Params
-		return tat, false
-	}
-	back := max(next-int64(n)*p.interval, now)
-	if back >= tat {
-		return tat, false
-	}
-	return back, true
-}

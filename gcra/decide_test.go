@@ -148,29 +148,6 @@ func TestReserve(t *testing.T) {
 	assert.Equal(t, int64(math.MaxInt64), wait)
 }
 
-func TestRefund(t *testing.T) {
-	p := mustParams(t, gcra.PerSecond(100), 2)
-	// State after reserving 1 token at 0 with TAT 30ms (wait 10ms).
-	back, ok := p.Refund(30*ms, 0, 30*ms, 1)
-	assert.True(t, ok)
-	assert.Equal(t, 20*ms, back)
-	// Something was admitted after it: no refund.
-	_, ok = p.Refund(40*ms, 0, 30*ms, 1)
-	assert.False(t, ok)
-	// Never below now: at 25ms only 5ms of the 10ms slot is still ahead.
-	back, ok = p.Refund(30*ms, 25*ms, 30*ms, 1)
-	assert.True(t, ok)
-	assert.Equal(t, 25*ms, back)
-	// Nothing ahead of now: nothing to refund.
-	_, ok = p.Refund(30*ms, 30*ms, 30*ms, 1)
-	assert.False(t, ok)
-	// Invalid n, or Unlimited: nothing.
-	_, ok = p.Refund(30*ms, 0, 30*ms, 3)
-	assert.False(t, ok)
-	_, ok = mustParams(t, gcra.Unlimited, 1).Refund(30*ms, 0, 30*ms, 1)
-	assert.False(t, ok)
-}
-
 // randomLimit draws small parameters so that random sequences hit every
 // branch: empty, full, partially drained, backward time.
 func randomParams(t testing.TB, rng *rand.Rand) (*gcra.Params, *refBucket) {

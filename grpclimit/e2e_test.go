@@ -38,7 +38,7 @@ func (l *recordingLimiter) Take(_ context.Context, key string, n int) (gcra.Deci
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))
 		l.mu.Unlock()
 	}
-	return d, 0, nil
+	return d, atomiclimit.Receipt{}, nil
 }
 
 func (l *recordingLimiter) Check(_ context.Context, key string, n int) (gcra.Decision, error) {

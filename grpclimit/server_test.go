@@ -211,9 +211,9 @@ var errStoreDown = errors.New("store down")
 
 func (f *failingLimiter) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return gcra.Decision{}, 0, err
+		return gcra.Decision{}, atomiclimit.Receipt{}, err
 	}
-	return gcra.Decision{Allowed: f.open, RetryAfter: map[bool]time.Duration{false: 2 * time.Second}[f.open]}, 0, f.err
+	return gcra.Decision{Allowed: f.open, RetryAfter: map[bool]time.Duration{false: 2 * time.Second}[f.open]}, atomiclimit.Receipt{}, f.err
 }
 
 func (f *failingLimiter) Check(ctx context.Context, key string, n int) (gcra.Decision, error) {

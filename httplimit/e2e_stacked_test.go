@@ -41,7 +41,7 @@ func (l *ledger) Take(ctx context.Context, key netip.Prefix, n int) (gcra.Decisi
 	d, r, err := l.Keyed.Take(ctx, key, n)
 	if d.Allowed && n > 0 {
 		l.mu.Lock()
-		if r == 0 {
+		if r == (atomiclimit.Receipt{}) {
 			l.all[key] = append(l.all[key], l.clock.Now())
 		} else {
 			if l.kept[key] == nil {

@@ -34,7 +34,7 @@ func (l *recordingLimiter) Take(_ context.Context, key netip.Prefix, n int) (gcr
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))
 		l.mu.Unlock()
 	}
-	return d, 0, nil
+	return d, atomiclimit.Receipt{}, nil
 }
 
 func (l *recordingLimiter) Check(_ context.Context, key netip.Prefix, n int) (gcra.Decision, error) {

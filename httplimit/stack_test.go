@@ -159,13 +159,13 @@ func (f *flaky) Take(ctx context.Context, key string, n int) (gcra.Decision, ato
 	if f.blocked != nil {
 		close(f.blocked)
 		<-ctx.Done()
-		return gcra.Decision{}, 0, ctx.Err()
+		return gcra.Decision{}, atomiclimit.Receipt{}, ctx.Err()
 	}
 	if f.err != nil {
 		if f.open {
-			return gcra.Decision{Allowed: true}, 0, f.err
+			return gcra.Decision{Allowed: true}, atomiclimit.Receipt{}, f.err
 		}
-		return gcra.Decision{RetryAfter: 250 * time.Millisecond}, 0, f.err
+		return gcra.Decision{RetryAfter: 250 * time.Millisecond}, atomiclimit.Receipt{}, f.err
 	}
 	return f.Keyed.Take(ctx, key, n)
 }

@@ -3,6 +3,7 @@ package redisgcra_test
 import (
 	"context"
 	"errors"
+	"github.com/atomiclimit/atomiclimit"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,7 @@ func TestBreaker(t *testing.T) {
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)
 		_, err = l.Check(ctx, "k", 1)
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)
-		_, err = l.Refund(ctx, "k", 1, 1234)
+		_, err = l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1234}))
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)
 		assert.ErrorIs(t, l.Reset(ctx, "k"), redisgcra.ErrCircuitOpen, what)
 		assert.Equal(t, calls, srv.n.Load(), "%s: no call reaches Redis", what)

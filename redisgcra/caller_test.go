@@ -83,7 +83,7 @@ var callerOps = []struct {
 		return outcome{d: d, source: noSource, err: err}
 	}},
 	{"Refund", func(ctx context.Context, l *redisgcra.Limiter) outcome {
-		ok, err := l.Refund(ctx, "k", 1, 1234567)
+		ok, err := l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1234567}))
 		return outcome{d: gcra.Decision{Allowed: ok}, source: noSource, err: err, refund: true}
 	}},
 }
@@ -115,7 +115,7 @@ func checkOutage(t *testing.T, p policy, o outcome) {
 	assert.ErrorIs(t, o.err, redisgcra.ErrUnavailable)
 	// A receipt only for the local fallback's admissions (Take's): Refund
 	// gives those back to the local limiter.
-	assert.Equal(t, p.name == "fallback" && o.d.Allowed && o.take, o.receipt != 0)
+	assert.Equal(t, p.name == "fallback" && o.d.Allowed && o.take, o.receipt != (atomiclimit.Receipt{}))
 	assert.Equal(t, p.name != "fail-closed" && !o.refund, o.d.Allowed)
 }
 

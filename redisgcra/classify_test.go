@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/atomiclimit/atomiclimit"
 	"io"
 	"net"
 	"strings"
@@ -107,7 +108,7 @@ func TestClassification(t *testing.T) {
 			assert.NotErrorIs(t, r.Err, redisgcra.ErrUnavailable)
 			assert.True(t, strings.HasPrefix(r.Err.Error(), "redisgcra: "), r.Err.Error())
 		}
-		_, err = l.Refund(ctx, "k", 1, 1234)
+		_, err = l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1234}))
 		assert.Equal(t, outage, errors.Is(err, redisgcra.ErrUnavailable))
 		assert.Equal(t, !outage, errors.Is(err, redisgcra.ErrRejected))
 		err = l.Reset(ctx, "k")

@@ -30,16 +30,19 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // decision is the zero one (Decide's SourceCaller).
 func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	r, stored := l.decide(ctx, key, n, opReceipt, -1)
-	if r.local != 0 && r.local&fallbackTag == 0 {
-		stored = r.local | fallbackTag // FallbackTo's admission: Refund gives it back there
+	if r.local != (atomiclimit.Receipt{}) {
+		return r.Decision, r.local, r.Err // FallbackTo's admission: Refund gives it back there
 	}
-	return r.Decision, atomiclimit.Receipt(stored), r.Err
+	return r.Decision, receiptOf(stored), r.Err
 }
 
-// fallbackTag marks a receipt of FallbackTo's local limiter: Redis's
-// receipts are below 2^53, and a local receipt with this bit set already
-// (none in practice) is returned as 0, nothing to give back.
-const fallbackTag = uint64(1) << 63
+// receiptOf is the receipt of a TAT stored in Redis (0: none).
+func receiptOf(stored uint64) atomiclimit.Receipt {
+	if stored == 0 {
+		return atomiclimit.Receipt{}
+	}
+	return atomiclimit.RemoteReceipt([3]uint64{stored})
+}
 
 // Check returns the decision Take(ctx, key, n) would make now, taking
 // nothing: Peek in the contract's form, with Take's errors.
@@ -67,18 +70,21 @@ func (l *Limiter) Check(ctx context.Context, key string, n int) (atomiclimit.Dec
 // bound of: this process forgets key's entry; another process's cache may
 // deny key, for at most the refunded n·T, what Redis would admit (cache.go).
 func (l *Limiter) Refund(ctx context.Context, key string, n int, r atomiclimit.Receipt) (bool, error) {
-	return l.refund(ctx, key, n, uint64(r), -1)
+	return l.refund(ctx, key, n, r, -1)
 }
 
 // refund is Refund; nowMicros ≥ 0 replaces Redis TIME (tests only).
-func (l *Limiter) refund(ctx context.Context, key string, n int, receipt uint64, nowMicros int64) (bool, error) {
-	if receipt&fallbackTag != 0 {
-		// An admission FallbackTo's limiter made during an outage.
-		if l.outage.kind != outageFallback {
+func (l *Limiter) refund(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
+	v, remote := r.Remote()
+	if !remote {
+		// An admission FallbackTo's limiter made during an outage, or the
+		// zero Receipt.
+		if l.outage.kind != outageFallback || r == (atomiclimit.Receipt{}) {
 			return false, nil
 		}
-		return l.outage.local.Refund(ctx, key, n, atomiclimit.Receipt(receipt&^fallbackTag))
+		return l.outage.local.Refund(ctx, key, n, r)
 	}
+	receipt := v[0]
 	if receipt == 0 || receipt >= maxReceipt || l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}

@@ -47,7 +47,7 @@ func TestTakeAgreesWithDecide(t *testing.T) {
 			stored++
 			val, err := c.Get(ctx, l.Key("k")).Result()
 			require.NoError(t, err)
-			require.Equal(t, val, strconv.FormatUint(uint64(receipt), 10), "%s step %d: the receipt is the stored TAT", v.name, i)
+			require.Equal(t, val, strconv.FormatUint(remoteWord(receipt), 10), "%s step %d: the receipt is the stored TAT", v.name, i)
 		}
 	}
 	assert.Positive(t, stored)
@@ -173,4 +173,10 @@ func mustNew(t *testing.T, c *noServer, lim gcra.Limit, burst int) *redisgcra.Li
 	l, err := redisgcra.New(c, lim, burst)
 	require.NoError(t, err)
 	return l
+}
+
+// remoteWord is the first value of a remote receipt (the stored state).
+func remoteWord(r atomiclimit.Receipt) uint64 {
+	v, _ := r.Remote()
+	return v[0]
 }

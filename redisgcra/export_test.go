@@ -32,7 +32,7 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, no
 // TakeAt is Take at an explicit Redis time (µs), with Take's Result.
 func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
 	r, stored := l.decide(ctx, key, n, opReceipt, nowMicros)
-	return r, atomiclimit.Receipt(stored)
+	return r, receiptOf(stored)
 }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).
@@ -47,7 +47,7 @@ func ScriptMismatches() uint64 { return scriptMismatches.Load() }
 
 // RefundAt is Refund at an explicit Redis time (µs).
 func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
-	return l.refund(ctx, key, n, uint64(r), nowMicros)
+	return l.refund(ctx, key, n, r, nowMicros)
 }
 
 // SetClock replaces the lease lifetimes' clock (ns since the epoch).

@@ -2,6 +2,7 @@ package redisgcra_test
 
 import (
 	"context"
+	"github.com/atomiclimit/atomiclimit"
 	"sync"
 	"testing"
 	"time"
@@ -149,7 +150,7 @@ func TestHookOutage(t *testing.T) {
 		assert.Equal(t, 1, h.count(p.source, kind), pname)
 		assert.ErrorIs(t, h.lastErr(), redisgcra.ErrUnavailable)
 
-		_, err = l.Refund(ctx, "k", 1, 12345)
+		_, err = l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{12345}))
 		require.ErrorIs(t, err, redisgcra.ErrUnavailable)
 		require.ErrorIs(t, l.Reset(ctx, "k"), redisgcra.ErrUnavailable)
 		assert.Equal(t, 2, h.count(redisgcra.SourceFailClosed, "error")-btoi(pname == "fail-closed"), pname)

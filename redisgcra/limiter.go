@@ -91,7 +91,7 @@ type Result struct {
 
 	// local is the receipt of an admission FallbackTo's limiter made (Take
 	// returns it tagged, so that Refund gives it back there), or 0.
-	local uint64
+	local atomiclimit.Receipt
 }
 
 // A Source says who made a decision.
@@ -390,7 +390,7 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 			// back when another policy denies the request. The local limiter
 			// is in process: it neither blocks nor fails, and ignores ctx.
 			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
-			return Result{Decision: d, Source: SourceFallback, Err: err, local: uint64(rc)}
+			return Result{Decision: d, Source: SourceFallback, Err: err, local: rc}
 		}
 		return Result{Decision: l.outage.local.Peek(key, n), Source: SourceFallback, Err: err}
 	case outageOpen:

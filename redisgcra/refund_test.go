@@ -138,20 +138,20 @@ func TestRefundOrder(t *testing.T) {
 
 	_, r1 := l.TakeAt(ctx, "k", 1, t0)
 	_, r2 := l.TakeAt(ctx, "k", 2, t0)
-	require.Equal(t, atomiclimit.Receipt(t0+h), r1)
-	require.Equal(t, atomiclimit.Receipt(t0+3*h), r2)
+	require.Equal(t, atomiclimit.RemoteReceipt([3]uint64{uint64(t0 + h)}), r1)
+	require.Equal(t, atomiclimit.RemoteReceipt([3]uint64{uint64(t0 + 3*h)}), r2)
 	writes := commandCalls(t, c, "set") + commandCalls(t, c, "del")
 	ok, err := l.RefundAt(ctx, "k", 1, r1, t0)
 	require.NoError(t, err)
 	assert.False(t, ok, "r2 came after r1")
-	assert.Equal(t, strconv.FormatUint(uint64(r2), 10), stored(t, c, l.Key("k")))
+	assert.Equal(t, strconv.FormatUint(remoteWord(r2), 10), stored(t, c, l.Key("k")))
 	assert.Equal(t, writes, commandCalls(t, c, "set")+commandCalls(t, c, "del"), "a refused refund writes nothing")
 
 	// Reverse order gives back both: the key is as before r1 (absent: full).
 	ok, err = l.RefundAt(ctx, "k", 2, r2, t0)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	assert.Equal(t, strconv.FormatUint(uint64(r1), 10), stored(t, c, l.Key("k")))
+	assert.Equal(t, strconv.FormatUint(remoteWord(r1), 10), stored(t, c, l.Key("k")))
 	ok, err = l.RefundAt(ctx, "k", 1, r1, t0)
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -207,7 +207,7 @@ func TestRefundNeverBelowNow(t *testing.T) {
 	ok, err = l.RefundAt(ctx, "c", 1, r, t0+h)
 	require.NoError(t, err)
 	assert.False(t, ok, "the token is already due")
-	assert.Equal(t, strconv.FormatUint(uint64(r), 10), stored(t, c, l.Key("c")))
+	assert.Equal(t, strconv.FormatUint(remoteWord(r), 10), stored(t, c, l.Key("c")))
 	ok, err = l.RefundAt(ctx, "c", 1, r, t0+h-1)
 	require.NoError(t, err)
 	assert.True(t, ok, "1µs before: max(0, now) = now: full")
@@ -252,7 +252,7 @@ func TestRefundMatchesGCRA(t *testing.T) {
 				require.Equal(t, want, r.Decision, "seed %d step %d: take", seed, i)
 				if want.Allowed {
 					tat = next
-					require.Equal(t, atomiclimit.Receipt(t0+next/us), receipt, "seed %d step %d", seed, i)
+					require.Equal(t, atomiclimit.RemoteReceipt([3]uint64{uint64(t0 + next/us)}), receipt, "seed %d step %d", seed, i)
 					receipts = append(receipts, taken{receipt, n})
 				} else {
 					require.Zero(t, receipt)
@@ -269,7 +269,7 @@ func TestRefundMatchesGCRA(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					tk = receipts[rng.IntN(len(receipts))]
 				}
-				back, want := p.Refund(tat, now, (int64(tk.r)-t0)*us, tk.n)
+				back, want := lastRefund(p, tat, now, (int64(remoteWord(tk.r))-t0)*us, tk.n)
 				ok, err := l.RefundAt(ctx, "k", tk.n, tk.r, t0+at)
 				require.NoError(t, err)
 				require.Equal(t, want, ok, "seed %d step %d: refund", seed, i)
@@ -309,7 +309,7 @@ func TestRefundMakesNoCall(t *testing.T) {
 	for _, tc := range []struct {
 		n int
 		r atomiclimit.Receipt
-	}{{1, 0}, {0, 5}, {-1, 5}, {4, 5}, {1, 1 << 53}, {1, 1<<64 - 1}} {
+	}{{1, atomiclimit.Receipt{}}, {0, atomiclimit.RemoteReceipt([3]uint64{5})}, {-1, atomiclimit.RemoteReceipt([3]uint64{5})}, {4, atomiclimit.RemoteReceipt([3]uint64{5})}, {1, atomiclimit.RemoteReceipt([3]uint64{1 << 53})}, {1, atomiclimit.RemoteReceipt([3]uint64{1<<64 - 1})}} {
 		ok, err := l.Refund(ctx, "k", tc.n, tc.r)
 		assert.False(t, ok, "%+v", tc)
 		assert.NoError(t, err, "%+v", tc)
@@ -317,7 +317,7 @@ func TestRefundMakesNoCall(t *testing.T) {
 	for _, lim := range []gcra.Limit{gcra.Unlimited, gcra.DenyAll} {
 		sl, err := redisgcra.New(none, lim, 3)
 		require.NoError(t, err)
-		ok, err := sl.Refund(ctx, "k", 1, 5)
+		ok, err := sl.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{5}))
 		assert.False(t, ok)
 		assert.NoError(t, err)
 	}
@@ -327,7 +327,7 @@ func TestRefundMakesNoCall(t *testing.T) {
 		p := newPolicy(t, name)
 		ol, err := redisgcra.New(none, gcra.Every(time.Hour), 3, redisgcra.WithOutage(p.outage))
 		require.NoError(t, err)
-		ok, err := ol.Refund(ctx, "k", 3, 1<<53-1)
+		ok, err := ol.Refund(ctx, "k", 3, atomiclimit.RemoteReceipt([3]uint64{1<<53 - 1}))
 		assert.False(t, ok, name)
 		assert.ErrorIs(t, err, redisgcra.ErrUnavailable, name)
 		assert.ErrorIs(t, err, errNoServer, name)
@@ -386,4 +386,14 @@ func TestRefundForgetsCacheEntry(t *testing.T) {
 	d := l.Decide(ctx, "k", 1)
 	assert.Equal(t, redisgcra.SourceRedis, d.Source)
 	assert.True(t, d.Allowed)
+}
+
+// lastRefund is the give-back the refund script makes: n·T of the admission
+// that stored next, when the state is still next, never below now.
+func lastRefund(p *gcra.Params, tat, now, next int64, n int) (int64, bool) {
+	if tat != next || n < 1 || n > p.Burst() {
+		return tat, false
+	}
+	back := max(next-int64(n)*int64(p.Interval()), now)
+	return back, back < tat
 }

@@ -260,7 +260,7 @@ func TestRuleCorruptRepaired(t *testing.T) {
 				rk := l.Key("k")
 				require.NoError(t, bad.set(l, rk), where)
 
-				ok, err := l.RefundAt(ctx, "k", 1, 1, now)
+				ok, err := l.RefundAt(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1}), now)
 				require.NoError(t, err, where)
 				assert.False(t, ok, where)
 
@@ -371,7 +371,7 @@ func TestRuleOutage(t *testing.T) {
 	assert.False(t, fb.Allow(ctx, "k"), "the local log of 1")
 
 	calls := s.calls
-	ok, err := closed.Refund(ctx, "k", 1, 0)
+	ok, err := closed.Refund(ctx, "k", 1, atomiclimit.Receipt{})
 	assert.False(t, ok)
 	assert.NoError(t, err)
 	assert.Equal(t, calls, s.calls)
@@ -418,7 +418,7 @@ func TestRuleTakeRefund(t *testing.T) {
 		ok, err = l.Refund(ctx, "k", 3, rc)
 		require.NoError(t, err)
 		assert.False(t, ok, "%v: not twice: the count has nothing of it left", rule)
-		ok, err = l.Refund(ctx, "k", 3, rc+1)
+		ok, err = l.Refund(ctx, "k", 3, atomiclimit.RemoteReceipt([3]uint64{remoteWord(rc) + 1}))
 		require.NoError(t, err)
 		assert.False(t, ok, "%v: another window", rule)
 	}

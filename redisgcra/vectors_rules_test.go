@@ -412,7 +412,7 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 			r, receipts[i] = l.TakeAt(ctx, key, s.n, now)
 			require.Equal(t, redisgcra.SourceRedis, r.Source, "%s: %v", where, r.Err)
 			got = r.Decision
-			require.Equal(t, refReceipts[i] != 0, receipts[i] != 0, "%s: receipt %d, in process %d", where, receipts[i], refReceipts[i])
+			require.Equal(t, refReceipts[i] != (atomiclimit.Receipt{}), receipts[i] != (atomiclimit.Receipt{}), "%s: receipt %d, in process %d", where, receipts[i], refReceipts[i])
 		case opCheck:
 			want, _ = k.Check(ctx, key, s.n)
 			r := l.DecideAt(ctx, key, s.n, false, now)

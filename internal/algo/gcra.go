@@ -20,9 +20,9 @@ func (g *GCRA) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
 	return uint64(next), d
 }
 
-func (g *GCRA) Refund(state, stored uint64, now int64, n int) (uint64, bool) {
-	back, ok := g.P.Refund(int64(state), now, int64(stored), n)
-	return uint64(back), ok
+func (g *GCRA) GiveBack(state uint64, taken Taken, now int64, n int, alone bool) (uint64, bool, bool) {
+	back, shifts, ok := g.P.GiveBack(int64(state), now, gcra.Taken{TAT: int64(taken.Word), At: taken.At}, n, alone)
+	return uint64(back), shifts, ok
 }
 
 // Idle: a bucket is full, and so idle, from its TAT on; a replacement starts

@@ -52,8 +52,8 @@ func TestRetiredDeniesEverything(t *testing.T) {
 					t.Errorf("%v burst %d: Decide(RetiredTAT, %d, %d) = %d, %+v", lb.limit, lb.burst, now, n, next, d)
 				}
 			}
-			if _, ok := p.Refund(RetiredTAT, now, RetiredTAT-int64(p.Interval()), 1); ok {
-				t.Errorf("%v: Refund against RetiredTAT refunded", lb.limit)
+			if _, _, ok := p.GiveBack(RetiredTAT, now, gcra.Taken{TAT: RetiredTAT, At: now}, 1, true); ok {
+				t.Errorf("%v: GiveBack against RetiredTAT gave back", lb.limit)
 			}
 		}
 		// The largest state an admission can store stays below RetiredTAT.

@@ -25,11 +25,11 @@ var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (th
 // An admission first checks every band with loads only (Admits); a request
 // any band denies writes nothing. Then it takes the request from each band in
 // turn. If a band that passed the check denies now (another goroutine took
-// its last quota in between), the bands already taken from are refunded,
-// last first, and the request is denied. A refund never creates quota (each
-// algorithm's Refund says why), and a band that cannot refund (the log) is
-// allowed only last: when it is reached every other band has admitted, and
-// nothing after it can deny.
+// its last quota in between), the bands already taken from are given back,
+// last first, and the request is denied. A give-back never creates quota
+// (each algorithm's GiveBack says why, and Stripe), and a band that cannot
+// give back (the log) is allowed only last: when it is reached every other
+// band has admitted, and nothing after it can deny.
 //
 // Removal of an idle state retires its last band only:
 //
@@ -46,18 +46,20 @@ var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (th
 // covered by the floors. Every other admission meets the retired band, is
 // denied, refunds the bands it took, and decides again on a fresh state.
 type Set struct {
+	clk  Clock // read by give-backs
 	algs []Algorithm
 	off  []int      // off[i]: the index of band i's first word in the state
 	rule []WordRule // rule[i]: band i's WordRule if it has one word, else nil
 	size int
 }
 
-// NewSet returns the set of algs (1 ≤ len(algs) ≤ MaxBands).
-func NewSet(algs ...Algorithm) (*Set, error) {
+// NewSet returns the set of algs (1 ≤ len(algs) ≤ MaxBands), whose
+// give-backs read clk.
+func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	if len(algs) == 0 || len(algs) > MaxBands {
 		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
 	}
-	s := &Set{algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs))}
+	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs))}
 	for i, a := range algs {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
@@ -116,8 +118,7 @@ func (s *Set) Init(st State, floors []atomic.Uint64) {
 // every band admits.
 func (s *Set) Admit(st State, now int64, n int) bool {
 	if len(s.algs) == 1 {
-		_, ok := s.take(st, 0, now, n)
-		return ok
+		return s.admitOne(st, now, n)
 	}
 	for i := range s.algs {
 		if !s.admits(st, i, now, n) {
@@ -136,12 +137,30 @@ func (s *Set) admits(st State, i int, now int64, n int) bool {
 	return s.algs[i].Admits(s.Sub(st, i), now, n)
 }
 
-// take admits n at now on band i and returns what its Refund needs.
-func (s *Set) take(st State, i int, now int64, n int) (uint64, bool) {
-	if r := s.rule[i]; r != nil {
-		return AdmitWord(s.word(st, i), r, now, n)
+// admitOne admits n at now on a set of one band.
+func (s *Set) admitOne(st State, now int64, n int) bool {
+	if r := s.rule[0]; r != nil {
+		_, ok := AdmitWord(st.Word, r, now, n)
+		return ok
 	}
-	return s.algs[i].Admit(s.Sub(st, i), now, n)
+	_, ok := s.algs[0].Admit(st, now, n)
+	return ok
+}
+
+// take admits n at now on band i and returns what its GiveBack needs.
+func (s *Set) take(st State, i int, now int64, n int) (Taken, bool) {
+	if r := s.rule[i]; r != nil {
+		w := s.word(st, i)
+		ep := epochFor(w, r)
+		stored, ok := AdmitWord(w, r, now, n)
+		return Taken{Word: stored, At: now, Epoch: ep}, ok
+	}
+	if t, ok := s.algs[i].(Taker); ok {
+		d, tk := t.Take(s.Sub(st, i), now, n)
+		return tk, d.Allowed
+	}
+	_, ok := s.algs[i].Admit(s.Sub(st, i), now, n)
+	return Taken{}, ok // the log: nothing to give back, and it is last
 }
 
 // word is band i's first word.
@@ -152,19 +171,19 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 	return st.Word
 }
 
-// takeAll takes n from every band in order; if one denies, it refunds the
-// bands before it, last first.
+// takeAll takes n from every band in order; if one denies, it gives back
+// the bands before it, last first.
 func (s *Set) takeAll(st State, now int64, n int) bool {
-	var stored [MaxBands]uint64
+	var taken [MaxBands]Taken
 	for i := range s.algs {
-		v, ok := s.take(st, i, now, n)
+		t, ok := s.take(st, i, now, n)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
-				s.algs[j].Refund(s.Sub(st, j), stored[j], now, n)
+				s.algs[j].GiveBack(s.Sub(st, j), taken[j], s.clk, n)
 			}
 			return false
 		}
-		stored[i] = v
+		taken[i] = t
 	}
 	return true
 }
@@ -216,11 +235,11 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 	return d, band
 }
 
-// Take is Decide without peek that also returns what RefundTaken needs to
-// give the admission back: for a set of one band that is a Taker, the value
-// it stored; otherwise 0, nothing to give back (the log cannot refund, and
-// several bands would need a value per band).
-func (s *Set) Take(st State, now int64, n int) (gcra.Decision, uint64) {
+// Take is Decide without peek that also returns what GiveBackTaken needs to
+// give the admission back: for a set of one band that is a Taker, its
+// Taken; otherwise the zero Taken, nothing to give back (the log cannot
+// give back, and several bands would need a Taken per band).
+func (s *Set) Take(st State, now int64, n int) (gcra.Decision, Taken) {
 	if len(s.algs) == 1 {
 		if r := s.rule[0]; r != nil {
 			return TakeWord(st.Word, r, now, n)
@@ -230,20 +249,21 @@ func (s *Set) Take(st State, now int64, n int) (gcra.Decision, uint64) {
 		}
 	}
 	d, _ := s.Decide(st, now, n, false)
-	return d, 0
+	return d, Taken{}
 }
 
-// RefundTaken gives back the n of an admission for which Take returned
-// stored ≠ 0, if the state still counts it (the band's Refund says when),
-// and reports whether it did. Like every refund it never creates quota.
-func (s *Set) RefundTaken(st State, stored uint64, now int64, n int) bool {
-	if stored == 0 || len(s.algs) != 1 {
+// GiveBackTaken gives back the n of an admission for which Take returned
+// taken, as far as the state still counts it (the band's GiveBack says
+// how), and reports whether it gave anything back. Like every give-back it
+// never creates quota.
+func (s *Set) GiveBackTaken(st State, taken Taken, n int) bool {
+	if taken == (Taken{}) || len(s.algs) != 1 {
 		return false
 	}
 	if r := s.rule[0]; r != nil {
-		return refundWord(st.Word, r, stored, now, n)
+		return GiveBackWord(st.Word, r, taken, s.clk, n)
 	}
-	return s.algs[0].Refund(st, stored, now, n)
+	return s.algs[0].GiveBack(st, taken, s.clk, n)
 }
 
 // snapshot is step 1 of a removal (see Set): each band's Idle, the last

@@ -55,7 +55,7 @@ type setState struct {
 
 func newSetState(t testing.TB, algs ...algo.Algorithm) *setState {
 	t.Helper()
-	s, err := algo.NewSet(algs...)
+	s, err := algo.NewSet(zeroClock{}, algs...)
 	require.NoError(t, err)
 	ss := &setState{set: s, words: make([]atomic.Uint64, s.Words()), floors: make([]atomic.Uint64, s.Len())}
 	ss.st = algo.State{Word: &ss.words[0], Rest: ss.words[1:]}
@@ -141,21 +141,21 @@ func TestSetRefundOnLateDenial(t *testing.T) {
 // A band that cannot refund (the log) is allowed only last, and only once;
 // a set holds 1 to MaxBands bands.
 func TestNewSetErrors(t *testing.T) {
-	_, err := algo.NewSet()
+	_, err := algo.NewSet(zeroClock{})
 	assert.Error(t, err)
 	many := make([]algo.Algorithm, algo.MaxBands+1)
 	for i := range many {
 		many[i] = gcraBand(t, gcra.PerSecond(1), 1)
 	}
-	_, err = algo.NewSet(many...)
+	_, err = algo.NewSet(zeroClock{}, many...)
 	assert.Error(t, err)
-	_, err = algo.NewSet(many[:algo.MaxBands]...)
+	_, err = algo.NewSet(zeroClock{}, many[:algo.MaxBands]...)
 	assert.NoError(t, err)
-	_, err = algo.NewSet(logBand(t, 3, time.Second), gcraBand(t, gcra.PerSecond(1), 1))
+	_, err = algo.NewSet(zeroClock{}, logBand(t, 3, time.Second), gcraBand(t, gcra.PerSecond(1), 1))
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
-	_, err = algo.NewSet(logBand(t, 3, time.Second), logBand(t, 3, time.Minute))
+	_, err = algo.NewSet(zeroClock{}, logBand(t, 3, time.Second), logBand(t, 3, time.Minute))
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
-	_, err = algo.NewSet(gcraBand(t, gcra.PerSecond(1), 1), logBand(t, 3, time.Minute))
+	_, err = algo.NewSet(zeroClock{}, gcraBand(t, gcra.PerSecond(1), 1), logBand(t, 3, time.Minute))
 	assert.NoError(t, err)
 }
 
@@ -311,3 +311,8 @@ func TestSetFloorsCarryOver(t *testing.T) {
 		}
 	}
 }
+
+// zeroClock reads 0.
+type zeroClock struct{}
+
+func (zeroClock) Now() int64 { return 0 }

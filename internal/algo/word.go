@@ -16,9 +16,11 @@ type WordRule interface {
 	Admit(state uint64, now int64, n int) (next uint64, ok bool)
 	// Decide is Admit with the whole decision, describing next.
 	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
-	// Refund takes back the n of the admission that stored stored, if state
-	// still counts it: the state to store and whether there is one.
-	Refund(state, stored uint64, now int64, n int) (back uint64, ok bool)
+	// GiveBack takes back the n of the admission taken from state, at now
+	// (a clock reading after state was loaded), with alone as
+	// gcra.Params.GiveBack has it: the state to store, whether storing it
+	// moves other admissions (only GCRA's can), and whether there is one.
+	GiveBack(state uint64, taken Taken, now int64, n int, alone bool) (back uint64, shifts, ok bool)
 	// Idle reports when state becomes idle, the floor a replacement starts
 	// from, and whether it is idle at now.
 	Idle(state uint64, now int64) (from int64, floor uint64, idle bool)
@@ -75,47 +77,87 @@ func (w word) Decide(s State, now int64, n int, peek bool) gcra.Decision {
 	return d
 }
 
-func (w word) Take(s State, now int64, n int) (gcra.Decision, uint64) {
+func (w word) Take(s State, now int64, n int) (gcra.Decision, Taken) {
 	return TakeWord(s.Word, w.r, now, n)
 }
 
 // TakeWord is AdmitWord with the whole decision: it decides n at now on the
 // word at p, stores the next word if n is admitted, and returns the decision
-// and the word it stored (what Refund needs), or 0 if it stored nothing (a
-// denial, a peek, Unlimited).
-func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, uint64) {
+// and what GiveBack needs, the zero Taken if it stored nothing (a denial, a
+// peek, Unlimited).
+func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, Taken) {
+	ep := epochFor(p, r)
 	for {
 		old := p.Load()
 		next, d := r.Decide(old, now, n)
 		if !d.Allowed || next == old {
-			return d, 0
+			return d, Taken{}
 		}
 		// As in AdmitWord: the CompareAndSwap is the linearisation point,
 		// and a lost race decides again on the winner's state.
 		if p.CompareAndSwap(old, next) {
-			return d, next
+			return d, Taken{Word: next, At: now, Epoch: ep}
 		}
 	}
 }
 
-func (w word) Refund(s State, stored uint64, now int64, n int) bool {
-	return refundWord(s.Word, w.r, stored, now, n)
+// epochFor reads the give-back epoch of the word at p for an admission
+// under r, before the admission is decided: a shifting give-back that lands
+// after this read is then seen by the admission's own give-back. Only a
+// GCRA give-back reads it (the windows' give-backs count, and do not depend
+// on what happened since).
+func epochFor(p *atomic.Uint64, r WordRule) uint64 {
+	if _, ok := r.(*GCRA); ok {
+		return StripeOf(p).Epoch()
+	}
+	return 0
 }
 
-// refundWord is the CompareAndSwap loop of a WordRule's Refund.
-func refundWord(p *atomic.Uint64, r WordRule, stored uint64, now int64, n int) bool {
+func (w word) GiveBack(s State, taken Taken, clk Clock, n int) bool {
+	return GiveBackWord(s.Word, w.r, taken, clk, n)
+}
+
+// GiveBackWord is the give-back of a WordRule on the word at p: GiveBackLoop
+// with the rule's GiveBack.
+func GiveBackWord(p *atomic.Uint64, r WordRule, taken Taken, clk Clock, n int) bool {
+	return GiveBackLoop(p, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
+		return r.GiveBack(old, taken, now, n, alone)
+	})
+}
+
+// GiveBackLoop runs one give-back on the word at p: under its Stripe's
+// lock, a load, a clock reading, give, and a CompareAndSwap of what give
+// returns, until give has nothing to store or the CompareAndSwap succeeds.
+// give receives the word, the time (the later of clk's reading and the
+// admission's own: a caller that stamped the admission ahead of the clock
+// keeps its timeline) and whether the give-back is alone (see Stripe). A
+// zero taken gives back nothing.
+func GiveBackLoop(p *atomic.Uint64, taken Taken, clk Clock, give func(old uint64, now int64, alone bool) (back uint64, shifts, ok bool)) bool {
+	if taken == (Taken{}) {
+		return false
+	}
+	s := StripeOf(p)
+	s.Lock()
+	alone := s.Epoch() == taken.Epoch
+	ok, shifted := false, false
 	for {
+		// First the load, then the clock: the reading is at least every
+		// time the loaded state was decided at.
 		old := p.Load()
-		back, ok := r.Refund(old, stored, now, n)
-		if !ok {
-			return false
+		back, shifts, store := give(old, max(clk.Now(), taken.At), alone)
+		if !store {
+			break
 		}
-		// Fails only if something was admitted meanwhile; the retry then
-		// finds a state that may no longer count the refunded admission.
+		// Under the lock only admissions and retirements race with this
+		// CompareAndSwap, and neither brings the word back to old: it fails
+		// on any change, and the retry reads the clock again.
 		if p.CompareAndSwap(old, back) {
-			return true
+			ok, shifted = true, shifts
+			break
 		}
 	}
+	s.Unlock(shifted)
+	return ok
 }
 
 func (w word) Idle(s State, now int64) (mark Mark, from int64, floor uint64, idle, live bool) {

@@ -78,13 +78,25 @@ func (b *Bucket) allowContended(p *gcra.Params, now int64, n int) bool {
 
 // DecideN is AllowN with the whole decision (remaining, retry-after, reset).
 func (b *Bucket) DecideN(p *gcra.Params, now int64, n int) gcra.Decision {
-	d, _ := b.TakeN(p, now, n)
+	d, _ := b.decideN(p, now, n)
 	return d
 }
 
-// TakeN is DecideN that also returns the TAT it stored, what Refund needs,
-// or 0 if it stored nothing.
-func (b *Bucket) TakeN(p *gcra.Params, now int64, n int) (gcra.Decision, int64) {
+// TakeN is DecideN that also returns what GiveBack needs to give the
+// admission back: the TAT it stored, its time and the give-back epoch; the
+// zero Taken if it stored nothing.
+func (b *Bucket) TakeN(p *gcra.Params, now int64, n int) (gcra.Decision, algo.Taken) {
+	// First the epoch, then the decision (see algo.Stripe).
+	ep := algo.StripeOf(&b.tat).Epoch()
+	d, next := b.decideN(p, now, n)
+	if next == 0 {
+		return d, algo.Taken{}
+	}
+	return d, algo.Taken{Word: uint64(next), At: now, Epoch: ep}
+}
+
+// decideN is DecideN that also returns the TAT it stored, or 0.
+func (b *Bucket) decideN(p *gcra.Params, now int64, n int) (gcra.Decision, int64) {
 	// The common case first: an admission whose first CompareAndSwap wins,
 	// decided by Admit (which inlines), then described from the state it
 	// stored; p.Decide's admitted decision is exactly State(next) with
@@ -143,22 +155,18 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next
 	}
 }
 
-// Refund gives back the n tokens of a reservation that stored next, if no
-// admission came after it (see gcra.Params.Refund). It reports whether it
-// refunded anything.
-func (b *Bucket) Refund(p *gcra.Params, now, next int64, n int) bool {
-	for {
-		old := b.tat.Load()
-		back, ok := p.Refund(int64(old), now, next, n)
-		if !ok {
-			return false
-		}
-		// The CAS fails only if something was admitted meanwhile; then the
-		// state is no longer next and the retry returns false.
-		if b.tat.CompareAndSwap(old, uint64(back)) {
-			return true
-		}
-	}
+// GiveBack gives back the n tokens of the admission taken (TakeN's, or a
+// reservation's), as far as the bucket still holds them, reading clk after
+// it loads the state: everything still ahead of that time if nothing else
+// happened since, and never more than the admission took from the bucket
+// as it would be without it (see gcra.Params.GiveBack). Give-backs of one
+// bucket wait for each other (algo.Stripe); decisions never wait. It
+// reports whether it gave anything back.
+func (b *Bucket) GiveBack(p *gcra.Params, clk algo.Clock, taken algo.Taken, n int) bool {
+	return algo.GiveBackLoop(&b.tat, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
+		back, shifts, ok := p.GiveBack(int64(old), now, gcra.Taken{TAT: int64(taken.Word), At: taken.At}, n, alone)
+		return uint64(back), shifts, ok
+	})
 }
 
 // TAT returns the stored theoretical arrival time (ns since the epoch), or

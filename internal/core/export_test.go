@@ -25,7 +25,7 @@ func (r *Reservation) CancelReporting() bool {
 	if r.finished {
 		return false
 	}
-	return r.cancelAt(r.src.Now())
+	return r.cancel(r.src)
 }
 
 // WaitNWithTimer is Keyed.WaitN with a hand-fired timer.

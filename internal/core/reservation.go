@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
@@ -20,7 +21,7 @@ type Reservation struct {
 	cell     *Bucket          // the bucket that holds its tokens
 	src      *timebase.Source // its limiter's clock
 	params   *gcra.Params     // the parameters it was admitted under
-	next     int64            // the state its admission stored
+	taken    algo.Taken       // what its admission stored, when, and the give-back epoch
 	actAt    int64            // when its tokens are due, ns since the epoch
 	n        int
 	finished bool // cancelled, or nothing left to cancel
@@ -79,11 +80,13 @@ func reserveOn(b *Bucket, p *gcra.Params, src *timebase.Source, now int64, n int
 	if n > p.Burst() {
 		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
 	}
+	ep := algo.StripeOf(&b.tat).Epoch() // first the epoch, then the admission (algo.Stripe)
 	next, wait, ok := b.ReserveN(p, now, n, maxWait)
 	if !ok {
 		return Reservation{}, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
 	}
-	return Reservation{cell: b, src: src, params: p, next: next, actAt: now + wait, n: n}, nil
+	taken := algo.Taken{Word: uint64(next), At: now, Epoch: ep}
+	return Reservation{cell: b, src: src, params: p, taken: taken, actAt: now + wait, n: n}, nil
 }
 
 // Delay returns how long to wait before acting on the reservation: 0 if its
@@ -103,31 +106,40 @@ func (r *Reservation) DelayFrom(now time.Time) time.Duration {
 	return max(time.Duration(r.actAt-r.src.At(now)), 0)
 }
 
-// Cancel is shorthand for CancelAt(clock.Now()).
+// Cancel gives the reservation's tokens back, if they are not yet due: the
+// limiter is then as if the reservation had never been made, when nothing
+// else was given back on its bucket since (cancelling several reservations
+// in the reverse order of reserving gives all of them back); otherwise it
+// gives back the part of them that is certainly its own, never more (see
+// Bucket.GiveBack). The clock is read after the bucket's state is loaded.
+// The later reservations keep the times they were promised. A second
+// Cancel does nothing.
 func (r *Reservation) Cancel() {
 	if r == nil || r.finished || r.cell == nil {
 		return
 	}
-	r.cancelAt(r.src.Now())
+	r.cancel(r.src)
 }
 
-// CancelAt gives the reservation's tokens back, if they are not yet due at
-// now and nothing was admitted after the reservation: a later admission may
-// already have been promised a slot that depends on them. (Cancelling
-// several reservations in the reverse order of reserving refunds them all.)
-// The state never moves below now, so no tokens are minted for time that has
-// passed. A second CancelAt does nothing.
+// CancelAt is Cancel at the given time, for callers that stamp their own
+// times (as ReserveN's): now must not precede the time of any decision of
+// the limiter since the reservation, or the give-back could be generous.
 func (r *Reservation) CancelAt(now time.Time) {
 	if r == nil || r.finished || r.cell == nil {
 		return
 	}
-	r.cancelAt(r.src.At(now))
+	r.cancel(fixedClock(r.src.At(now)))
 }
 
-func (r *Reservation) cancelAt(now int64) (refunded bool) {
+// fixedClock is a Clock that always reads the same time.
+type fixedClock int64
+
+func (c fixedClock) Now() int64 { return int64(c) }
+
+func (r *Reservation) cancel(clk algo.Clock) (refunded bool) {
 	r.finished = true
-	if now > r.actAt {
+	if clk.Now() > r.actAt {
 		return false // its tokens were due and are taken to be used
 	}
-	return r.cell.Refund(r.params, now, r.next, r.n)
+	return r.cell.GiveBack(r.params, clk, r.taken, r.n)
 }

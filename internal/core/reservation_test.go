@@ -27,18 +27,17 @@ func TestReserveAndCancel(t *testing.T) {
 		assert.Equal(t, want, r.DelayFrom(clk.Now()), "reservation %d", i)
 		rs = append(rs, r)
 	}
-	// Cancelling the middle one refunds nothing: the last one's slot depends
-	// on it. Cancelling in reverse order refunds both delayed ones.
+	// Cancelling in any order gives back: the middle one's slot comes back
+	// (the last one keeps the time it was promised), then the last one's.
 	// State: TAT 400ms, so one more token would wait 300ms.
 	require.Equal(t, 300*ms, lim.Peek(1).RetryAfter)
 	rs[2].Cancel()
-	assert.Equal(t, 300*ms, lim.Peek(1).RetryAfter, "nothing refunded out of order")
+	assert.Equal(t, 200*ms, lim.Peek(1).RetryAfter, "the middle one given back")
 	rs[3].Cancel()
 	rs[3].Cancel() // idempotent
-	assert.Equal(t, 200*ms, lim.Peek(1).RetryAfter, "last one refunded")
-	// rs[2] was already cancelled (without effect): it stays spent.
-	rs[2].Cancel()
-	assert.Equal(t, 200*ms, lim.Peek(1).RetryAfter)
+	assert.Equal(t, 100*ms, lim.Peek(1).RetryAfter, "then the last one")
+	rs[2].Cancel() // idempotent
+	assert.Equal(t, 100*ms, lim.Peek(1).RetryAfter)
 
 	// Tokens that are already due are not refunded.
 	clk.Set(time.Second) // full again
@@ -62,6 +61,24 @@ func TestReserveAndCancel(t *testing.T) {
 	r2.Cancel() // due now (delay 0, now == its time): refunded
 	r1.Cancel()
 	assert.Equal(t, 2, lim.Peek(0).Remaining, "LIFO cancellation restores the bucket")
+
+	// After a give-back moved later slots, a later reservation cancelled once
+	// time has passed gives back only what is certainly its own: its n·T
+	// less the time since it was made (stricter by that, never looser).
+	clk.Set(20 * time.Second) // full again
+	a, _ := lim.Reserve()     // due now
+	b, _ := lim.Reserve()     // due now
+	c, _ := lim.Reserve()     // due at +100ms
+	d, _ := lim.Reserve()     // due at +200ms
+	require.Equal(t, 200*ms, d.Delay())
+	clk.Advance(50 * ms)
+	c.Cancel() // alone: its whole slot; d's slot moves down
+	assert.Equal(t, 150*ms, lim.Peek(1).RetryAfter, "TAT +300ms after c: one more would wait 150ms")
+	d.Cancel() // not alone any more: 100ms − 50ms
+	assert.Equal(t, 100*ms, lim.Peek(1).RetryAfter, "half of d's slot is known to be its own")
+	// As if c and d had never been: TAT +200ms, a wait of 50ms; stricter
+	// by the 50ms between d's reservation and its cancellation.
+	_, _ = a, b
 }
 
 func TestReserveErrors(t *testing.T) {

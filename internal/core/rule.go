@@ -89,7 +89,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 			}
 			algs[i] = a
 		}
-		set, err := algo.NewSet(algs...)
+		set, err := algo.NewSet(src, algs...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
 		}
@@ -109,7 +109,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 	if p != nil {
 		r.g, r.gcra = *p, true
 	}
-	r.set, _ = algo.NewSet(a) // one band always makes a set
+	r.set, _ = algo.NewSet(src, a) // one band always makes a set
 	r.word, _ = algo.WordOf(a)
 	r.one = a
 	r.q = r.describe()

@@ -2,15 +2,50 @@ package core
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
-// A Receipt identifies an admission that Take made, for Refund: the state
-// word the admission stored. It is opaque; 0 means there is nothing to give
-// back (a denial, a peek, Unlimited, or a rule whose admissions cannot be
-// given back: the sliding log, and bands).
-type Receipt uint64
+// A Receipt identifies an admission that Take made, for Refund. It is
+// opaque; the zero Receipt means there is nothing to give back (a denial, a
+// peek, Unlimited, or a rule whose admissions cannot be given back: the
+// sliding log, and bands). An in-process limiter's receipt names the state
+// that admitted: Refund gives back to that state only, never to one created
+// for the key after it was removed.
+type Receipt struct {
+	state unsafe.Pointer // in process: the cell that admitted; nil for a remote limiter
+	v     [3]uint64      // in process: the algo.Taken; remote: the limiter's own values
+}
+
+// RemoteReceipt returns a receipt that carries v, for a KeyedLimiter kept
+// outside this module (a remote store): its Refund reads v back with
+// Receipt.Remote. v must not be all zero (that is the zero Receipt).
+func RemoteReceipt(v [3]uint64) Receipt { return Receipt{v: v} }
+
+// Remote returns the values of a RemoteReceipt, and false for a receipt
+// of an in-process limiter (or the zero Receipt).
+func (r Receipt) Remote() (v [3]uint64, ok bool) {
+	return r.v, r.state == nil && r.v != [3]uint64{}
+}
+
+// receiptOf returns the receipt of an admission of cell c.
+func receiptOf(c *cell, t algo.Taken) Receipt {
+	if t == (algo.Taken{}) {
+		return Receipt{}
+	}
+	return Receipt{state: unsafe.Pointer(c), v: [3]uint64{t.Word, uint64(t.At), t.Epoch}}
+}
+
+// taken returns what r says of an admission of cell c, and false if r is
+// not a receipt of c.
+func (r Receipt) taken(c *cell) (algo.Taken, bool) {
+	if r.state != unsafe.Pointer(c) {
+		return algo.Taken{}, false
+	}
+	return algo.Taken{Word: r.v[0], At: int64(r.v[1]), Epoch: r.v[2]}, true
+}
 
 // A KeyedLimiter is any keyed limiter, in process or remote, as the doors
 // take it: httplimit's middleware checks each request against one or
@@ -62,20 +97,19 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		// A key already held under GCRA: one lookup and the bucket's
 		// CompareAndSwap, written out here so that nothing is copied twice.
 		if c, ok := k.m.Load(key); ok {
-			var next int64
-			d, next = c.TakeN(&k.ruleOf(c).g, now, n)
+			var t algo.Taken
+			d, t = c.TakeN(&k.ruleOf(c).g, now, n)
 			// A retired bucket denies everything: only a denial needs the check.
 			if d.Allowed || !k.cells.IsRetired(c) {
-				return d, Receipt(next), nil
+				return d, receiptOf(c, t), nil
 			}
 		}
 	}
-	var stored uint64
-	d, stored = k.take(key, now, n)
+	d, r = k.take(key, now, n)
 	if k.hook != nil {
 		k.reportDecision(n, d)
 	}
-	return d, Receipt(stored), nil
+	return d, r, nil
 }
 
 // Check returns the decision Take(ctx, key, n) would make now, taking
@@ -85,52 +119,63 @@ func (k *Keyed[K]) Check(_ context.Context, key K, n int) (gcra.Decision, error)
 }
 
 // take is Take on any path: a key absent or retired, any rule.
-func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, uint64) {
+func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt) {
 	for {
 		c, d := k.cellFor(key, now, n)
 		if c == nil {
-			return d, 0
+			return d, Receipt{}
 		}
 		r := c.rule()
-		var stored uint64
+		var t algo.Taken
 		if k.fast {
-			var next int64
-			d, next = c.TakeN(&r.g, now, n)
-			stored = uint64(next)
+			d, t = c.TakeN(&r.g, now, n)
 		} else {
-			d, stored = r.set.Take(k.cells.state(c), now, n)
+			d, t = r.set.Take(k.cells.state(c), now, n)
 		}
 		if d.Allowed || !k.cells.IsRetired(c) {
-			return d, stored
+			return d, receiptOf(c, t)
 		}
 	}
 }
 
 // Refund gives back the n taken by the admission of key that returned r,
-// if key's state still counts it, and reports whether it did. A refund never
-// creates quota: it gives back nothing once something else has been
-// admitted on key since (under GCRA the later admissions were placed after
-// this one; refund in the reverse order of Take to give back several), nor
-// once the window the admission was counted in has passed, nor for a key
-// removed meanwhile. A receipt of 0 gives back nothing. n must be the n
-// given to Take. A rule changed since Take (SetRule, SetKeyRule) measures
-// the refund by the new rule. It never blocks and never fails: ctx is unused
-// and the error is always nil.
+// as far as key's state still holds it, and reports whether it gave
+// anything back. It never creates quota: the state ends as it would be had
+// the admission never been made, or stricter (a window gives back its
+// count exactly; a GCRA bucket everything still ahead of now when nothing
+// else was given back since the admission, else the part certainly its
+// own: see Bucket.GiveBack). It gives back nothing for a key removed or
+// replaced meanwhile (the receipt names the state that admitted), once the
+// window the admission was counted in has passed, or for the zero Receipt.
+// n must be the n given to Take. A rule changed since Take (SetRule,
+// SetKeyRule) measures the give-back by the new rule. Give-backs of one key
+// wait for each other (never for decisions); ctx is unused and the error is
+// always nil.
 func (k *Keyed[K]) Refund(_ context.Context, key K, n int, r Receipt) (bool, error) {
-	return k.refund(key, k.src.Now(), n, uint64(r)), nil
-}
-
-func (k *Keyed[K]) refund(key K, now int64, n int, stored uint64) bool {
-	if stored == 0 || n < 1 {
-		return false
+	if r.state == nil || n < 1 {
+		return false, nil
 	}
 	c, ok := k.m.Load(key)
 	if !ok {
-		return false // removed: it was idle, so it counted nothing
+		return false, nil // removed: it was idle, so it held nothing of the admission
 	}
-	r := c.rule()
+	t, ok := r.taken(c)
+	if !ok {
+		return false, nil // another state: the key was replaced, or another limiter's receipt
+	}
+	rl := c.rule()
+	var back bool
 	if k.fast {
-		return c.Refund(&r.g, now, int64(stored), n)
+		back = c.GiveBack(&rl.g, &k.src, t, n)
+	} else {
+		back = rl.set.GiveBackTaken(k.cells.state(c), t, n)
 	}
-	return r.set.RefundTaken(k.cells.state(c), stored, now, n)
+	if back {
+		// The key may be idle sooner than its last admission said: a full
+		// limiter looking for room must look at it again.
+		if from, live := k.cells.IdleFrom(c); live {
+			k.st.GaveBack(from)
+		}
+	}
+	return back, nil
 }

@@ -55,7 +55,7 @@ func TestKeyedTakeRefund(t *testing.T) {
 			ok, err := k.Refund(ctx, "a", 1, r)
 			require.NoError(t, err)
 			require.Equal(t, c.refunds, ok)
-			require.Equal(t, c.refunds, r != 0, "a receipt exactly when it can be refunded")
+			require.Equal(t, c.refunds, r != (core.Receipt{}), "a receipt exactly when it can be refunded")
 			require.Equal(t, c.refunds, k.Quota("a").Refunds(), "Quota says which rules give admissions back")
 			if c.refunds {
 				require.Equal(t, ref.Peek("a", 0), k.Peek("a", 0), "after the refund, the key is as if the admission never happened")
@@ -80,18 +80,27 @@ func TestKeyedTakeRefund(t *testing.T) {
 				}
 			}
 			require.Zero(t, r, "a denial")
-			ok, _ = k.Refund(ctx, "c", 1, 0)
-			require.False(t, ok, "receipt 0")
-			ok, _ = k.Refund(ctx, "absent", 1, 12345)
-			require.False(t, ok, "a key not held")
+			ok, _ = k.Refund(ctx, "c", 1, core.Receipt{})
+			require.False(t, ok, "the zero Receipt")
+			if c.refunds {
+				_, other, _ := k.Take(ctx, "d", 1)
+				require.NotZero(t, other)
+				ok, _ = k.Refund(ctx, "absent", 1, other)
+				require.False(t, ok, "a key not held")
+				ok, _ = k.Refund(ctx, "a", 1, other)
+				require.False(t, ok, "another key's receipt")
+				ok, _ = k.Refund(ctx, "d", 1, other)
+				require.True(t, ok, "its own key's")
+			}
 		})
 	}
 }
 
-// A refund gives back nothing once the admission can no longer be taken
-// back without creating quota. GCRA: another admission came after it (its
-// slot was placed after this one's). The fixed window: the window passed
-// (within the window, counts add, so a later admission does not matter).
+// Refunds give back in any order, and never create quota. GCRA: two
+// admissions at one instant given back first to last, both come back; a
+// refund after time has passed never fills more than the bucket. The fixed
+// window: counts add, so any admission of the window comes back; once its
+// window has passed, nothing does (its count decides nothing any more).
 func TestKeyedRefundNeverCreatesQuota(t *testing.T) {
 	ctx := context.Background()
 	clk := newFakeClock()
@@ -100,12 +109,13 @@ func TestKeyedRefundNeverCreatesQuota(t *testing.T) {
 	_, r1, _ := g.Take(ctx, "k", 1)
 	_, r2, _ := g.Take(ctx, "k", 1)
 	ok, _ := g.Refund(ctx, "k", 1, r1)
-	require.False(t, ok, "GCRA: a later admission holds the slot after this one")
+	require.True(t, ok, "GCRA: the first, with a later admission after it")
+	require.Equal(t, 2, g.Peek("k", 0).Remaining)
 	ok, _ = g.Refund(ctx, "k", 1, r2)
-	require.True(t, ok, "the latest is given back")
-	ok, _ = g.Refund(ctx, "k", 1, r1)
-	require.True(t, ok, "then the one before it: reverse order gives back both")
+	require.True(t, ok, "then the later one")
 	require.Equal(t, 3, g.Peek("k", 0).Remaining)
+	ok, _ = g.Refund(ctx, "k", 1, r2)
+	require.False(t, ok, "a full bucket has nothing to give back")
 
 	// Time passing: a refund never moves the TAT below now.
 	_, r, _ := g.Take(ctx, "t", 3)
@@ -190,12 +200,12 @@ func TestKeyedTakeRefundAllocatesNothing(t *testing.T) {
 	}
 }
 
-// An anchored window's refund of the admission that opened the window,
-// after a later admission, would leave the later one in a window anchored
-// before it: given back, AnchoredWindow(2, 1m) with admissions at 0s and
-// 59s admitted two more at 60s. The refund gives nothing back then; the
-// same refund with nothing after it, or of an admission that did not open
-// the window, does.
+// An anchored window's refund of the admission that opened its window,
+// after a later admission, moves the window to the refund's time: left in
+// place, AnchoredWindow(2, 1m) with admissions at 0s and 59s, the first
+// refunded, would admit two more at 60s. The same refund with nothing after
+// it closes the window; of an admission that did not open the window, it
+// gives back its count.
 func TestAnchoredRefundOfTheOpener(t *testing.T) {
 	ctx := context.Background()
 	clk := newFakeClock()
@@ -205,7 +215,7 @@ func TestAnchoredRefundOfTheOpener(t *testing.T) {
 	clk.Advance(59 * time.Second)
 	_, _, _ = k.Take(ctx, "k", 1)
 	ok, _ := k.Refund(ctx, "k", 1, first)
-	require.False(t, ok, "the opener, with an admission after it")
+	require.True(t, ok, "the opener, with an admission after it")
 	clk.Advance(time.Second)
 	admitted := 0
 	for range 4 {
@@ -213,7 +223,9 @@ func TestAnchoredRefundOfTheOpener(t *testing.T) {
 			admitted++
 		}
 	}
-	require.Equal(t, 2, admitted, "a new window at 60s, with the full quota and no more")
+	require.Equal(t, 1, admitted, "the window opened at 59s holds one more, and no new window at 60s")
+	clk.Advance(59 * time.Second)
+	require.True(t, k.Peek("k", 2).Allowed, "a new window at 119s")
 
 	_, opener, _ := k.Take(ctx, "fresh", 1)
 	ok, _ = k.Refund(ctx, "fresh", 1, opener)

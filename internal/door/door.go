@@ -200,7 +200,7 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 		o := &out[j]
 		// An admission, or an outage policy's (a remote limiter's local
 		// fallback) that has a receipt: both were charged somewhere.
-		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == 0 {
+		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == (core.Receipt{}) {
 			continue
 		}
 		ok, err := s.Policies[j].Limiter.Refund(ctx, key, n, o.Receipt)

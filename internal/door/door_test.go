@@ -34,9 +34,9 @@ var errDown = errors.New("store down")
 
 func (f *failing) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	if ctx.Err() != nil {
-		return gcra.Decision{}, 0, ctx.Err()
+		return gcra.Decision{}, atomiclimit.Receipt{}, ctx.Err()
 	}
-	return gcra.Decision{Allowed: f.open, RetryAfter: time.Second}, 0, errDown
+	return gcra.Decision{Allowed: f.open, RetryAfter: time.Second}, atomiclimit.Receipt{}, errDown
 }
 
 type errs []string

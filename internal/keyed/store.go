@@ -113,9 +113,10 @@ type Cells[C any] interface {
 	RetireIdle(c C, now int64) bool
 	// IdleFrom returns the time from which c is idle, and false if c is
 	// retired. EvictStalest removes the cells with the earliest. c is idle
-	// at now exactly when t ≤ now, and t never decreases while c is live
-	// (an admission only moves it later): a full Store relies on both to
-	// know, without looking again, that no cell it has seen is idle yet.
+	// at now exactly when t ≤ now, and t decreases while c is live only
+	// by a give-back, which the limiter reports (GaveBack): a full Store
+	// relies on both to know, without looking again, that no cell it has
+	// seen is idle yet.
 	IdleFrom(c C) (t int64, live bool)
 	// RetireStale retires c, idle or not, if its IdleFrom is still at most
 	// limit; the floor is raised only if c is idle at now (an active cell
@@ -168,6 +169,14 @@ type room[K comparable, C comparable] struct {
 	idleFrom int64      // no cell seen by the scan or in recent[:checked] is idle before this
 	checked  int        // recent[:checked] are accounted for in idleFrom
 
+	// lowered is the earliest time from which a cell given back since the
+	// last scan began is idle (math.MaxInt64: none): a give-back can make a
+	// cell idle sooner than IdleFrom said when the scan saw it. The scan
+	// resets it before it looks at any cell; GaveBack lowers it after the
+	// give-back's store. So a cell the scan saw before its give-back is
+	// counted here, and one it saw after was seen as it is.
+	lowered atomic.Int64
+
 	recording atomic.Bool // Cell records new cells in recent
 	recentMu  sync.Mutex  // guards recent and overflow
 	recent    []recentCell[K, C]
@@ -190,7 +199,23 @@ func New[K comparable, C comparable](cfg Config, src timebase.Source, cells Cell
 	if cfg.Shards > 0 {
 		opts = append(opts, shardmap.WithShards(cfg.Shards))
 	}
-	return &Store[K, C]{Map: shardmap.New[K, C](opts...), cells: cells, src: src, cfg: cfg}
+	s := &Store[K, C]{Map: shardmap.New[K, C](opts...), cells: cells, src: src, cfg: cfg}
+	s.room.lowered.Store(math.MaxInt64)
+	return s
+}
+
+// GaveBack tells the Store that a give-back (a refund, a cancelled
+// reservation) made a cell idle from t, which may be sooner than when a scan
+// of a full Store saw it: the next request for a new key looks again once
+// t has come. It takes no lock.
+func (s *Store[K, C]) GaveBack(t int64) {
+	r := &s.room
+	for {
+		cur := r.lowered.Load()
+		if t >= cur || r.lowered.CompareAndSwap(cur, t) {
+			return
+		}
+	}
 }
 
 // Start runs the background sweeper if the configuration asks for one; it
@@ -328,7 +353,7 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	r := &s.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.barren && s.src.Now() < r.gapEnd && now < r.idleFrom {
+	if r.barren && s.src.Now() < r.gapEnd && now < min(r.idleFrom, r.lowered.Load()) {
 		r.recentMu.Lock()
 		fresh, overflow := r.recent[r.checked:], r.overflow
 		r.recentMu.Unlock()
@@ -350,13 +375,15 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 			}
 			r.checked += len(fresh)
 			s.reportEvicted(retired)
-			if retired > 0 || now < r.idleFrom {
+			if retired > 0 || now < min(r.idleFrom, r.lowered.Load()) {
 				return retired > 0
 			}
 		}
 	}
 	// Scan every shard. Cells created from here on are recorded, so that
-	// those the scan misses are looked at later.
+	// those the scan misses are looked at later; give-backs from here on are
+	// noted in lowered.
+	r.lowered.Store(math.MaxInt64)
 	r.recentMu.Lock()
 	clear(r.recent)
 	r.recent, r.overflow = r.recent[:0], false

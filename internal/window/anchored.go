@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // AnchoredParams are a validated fixed window anchored at each cell's first
@@ -165,30 +166,51 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 	return d
 }
 
-// Refund takes back the n events of an admission that stored admitted, if
-// the cell still counts the window it was admitted in; it returns the state
-// to store and whether there is anything to store. It cannot create quota:
-// counts add, so removing n from a count that includes the refunded
-// admission leaves exactly the count of the others. A window whose count
-// falls to 0 is no longer open: the next request opens one at its own time
-// (no earlier than the refunded anchor), as if the refunded admission had
-// never been made.
+// GiveBack takes back the n events of the admission taken, if the cell
+// still counts the window it was admitted in; it returns the state to
+// store and whether there is anything to store (shifts is always false:
+// the give-back of one admission changes no other's). It cannot create
+// quota: counts add, so removing n from a count that includes the
+// admission leaves exactly the count of the others.
 //
-// An admission that opened its window (its count is n) is given back only
-// while nothing was admitted after it (state == admitted): the window's
-// anchor is its time, and the admissions after it, left in a window
-// anchored earlier than the first of them, would see it end sooner than
-// it would have without the refunded admission, and a new window open
-// sooner (AnchoredWindow(2, 1m), admissions at 0s and 59s, the first
-// refunded: two more at 60s, four in one second).
-func (p *AnchoredParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
-	if state == Retired || state>>p.shift != admitted>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
-		return state, false
+// The window's anchor is its first admission's time. If that admission is
+// the one given back:
+//
+//   - alone in its window (count n), the window closes: the next request
+//     opens one at its own time, no earlier than the anchor, as if the
+//     admission had never been made;
+//   - with others after it, the anchor moves to now, the give-back's time,
+//     and the others stay counted. Without the admission the window would
+//     have opened at the earliest of the others, at or before now (each of
+//     them was decided before the state was loaded, and the caller reads
+//     now after that load, under its give-back lock: algo.Stripe), so the
+//     moved window ends no sooner than that one would have: stricter by at
+//     most now minus that time, never looser. Leaving the anchor in place
+//     would be looser (AnchoredWindow(2, 1m), admissions at 0s and 59s, the
+//     first given back: two more at 60s, three in two seconds).
+//
+// A later admission of the same window still finds it after the move: its
+// anchor lies between the one it stored and that window's end, which no
+// later window's anchor does.
+func (p *AnchoredParams) GiveBack(state uint64, taken algo.Taken, now int64, n int, _ bool) (back uint64, shifts, ok bool) {
+	if state == Retired || uint64(int64(n)-1) >= p.limit {
+		return state, false, false
 	}
-	if admitted&p.mask <= uint64(n) && state != admitted {
-		return state, false // it opened the window, and others came after it
+	f, c := state>>p.shift, state&p.mask
+	af := taken.Word >> p.shift
+	if c < uint64(n) || f < af || int64(f<<p.gshift) >= p.end(af) {
+		return state, false, false // not the window it was counted in
 	}
-	return state - uint64(n), true
+	if taken.Word&p.mask > uint64(n) || c == uint64(n) {
+		// Not the window's first admission, or alone in it: its count.
+		return state - uint64(n), false, true
+	}
+	// The first of several: the window now opens at now.
+	now = clampNow(now)
+	if now >= p.end(f) {
+		return state, false, false // the window is over: its counts decide nothing
+	}
+	return max(f, p.units(now))<<p.shift | (c - uint64(n)), false, true
 }
 
 // Idle tells a keyed limiter when state stops mattering: from is when it

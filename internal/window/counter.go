@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // CounterParams are a validated sliding-window-counter limit: N events per
@@ -190,24 +191,25 @@ func (p *CounterParams) settle(c, room uint64) int64 {
 	return p.period - int64(q)
 }
 
-// Refund takes back the n events of an admission that stored admitted: from
-// cur while the cell still counts that window, from prev once it is the
-// previous one. Counts add, so this leaves exactly the counts of the other
-// admissions; once the window has left the estimate there is nothing to give
-// back. It returns the state to store and whether there is anything to store.
-func (p *CounterParams) Refund(state, admitted uint64, _ int64, n int) (uint64, bool) {
+// GiveBack takes back the n events of the admission taken: from cur while
+// the cell still counts that window, from prev once it is the previous one.
+// Counts add, so this leaves exactly the counts of the other admissions,
+// whatever happened since; once the window has left the estimate there is
+// nothing to give back. It returns the state to store and whether there is
+// anything to store (shifts is always false).
+func (p *CounterParams) GiveBack(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
 	if uint64(int64(n)-1) >= p.limit {
-		return state, false
+		return state, false, false
 	}
-	sw, aw := state>>(2*p.shift), admitted>>(2*p.shift)
+	sw, aw := state>>(2*p.shift), taken.Word>>(2*p.shift)
 	prev, cur := state>>p.shift&p.mask, state&p.mask
 	switch {
 	case sw == aw && cur >= uint64(n):
-		return state - uint64(n), true
+		return state - uint64(n), false, true
 	case sw == aw+1 && prev >= uint64(n):
-		return state - uint64(n)<<p.shift, true
+		return state - uint64(n)<<p.shift, false, true
 	}
-	return state, false
+	return state, false, false
 }
 
 // idleIndex returns the first window from which state no longer affects any

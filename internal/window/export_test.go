@@ -19,3 +19,9 @@ func (l *LogRing) RetireFrom(m LogMark) bool { return l.retireFrom(m.k, m.cur) }
 
 // IsRetired reports whether the ring has been retired.
 func (l *LogRing) IsRetired() bool { return l.isRetired() }
+
+// AnchorOf returns the anchor of state's window in ns, and whether a window
+// is open (its count is not 0).
+func (p *AnchoredParams) AnchorOf(state uint64) (int64, bool) {
+	return int64(state>>p.shift) << p.gshift, state&p.mask > 0
+}

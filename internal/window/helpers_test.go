@@ -99,8 +99,14 @@ func (c *wordCell) PeekN(p any, now int64, n int) gcra.Decision {
 	return c.alg(p).Decide(c.state(), now, n, true)
 }
 
-func (c *wordCell) Refund(p any, stored uint64, n int) bool {
-	return c.alg(p).Refund(c.state(), stored, 0, n)
+func (c *wordCell) GiveBack(p any, stored uint64, n int) bool {
+	return c.alg(p).GiveBack(c.state(), algo.Taken{Word: stored}, zeroClock{}, n)
 }
 
 func (c *wordCell) Load() uint64 { return c.w.Load() }
+
+// zeroClock reads 0: the windows' give-backs but the anchored one's do not
+// read the clock.
+type zeroClock struct{}
+
+func (zeroClock) Now() int64 { return 0 }

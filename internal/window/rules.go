@@ -108,9 +108,9 @@ func (a *logAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Decision
 	return r.decideN(&a.p, now, n, peek)
 }
 
-// Refund: a log cannot give an admission back (its ring only moves
+// GiveBack: a log cannot give an admission back (its ring only moves
 // forward); algo.Set allows it only as the last band.
-func (a *logAlg) Refund(algo.State, uint64, int64, int) bool { return false }
+func (a *logAlg) GiveBack(algo.State, algo.Taken, algo.Clock, int) bool { return false }
 
 // Idle: the ring is idle once its latest admission has left the window; a
 // replacement expires every slot at that expiry. The mark is the head and
@@ -175,13 +175,17 @@ func (a *rollingAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Deci
 	return a.p.decideOn(a.words(s), now, n, peek)
 }
 
-func (a *rollingAlg) Take(s algo.State, now int64, n int) (gcra.Decision, uint64) {
+func (a *rollingAlg) Take(s algo.State, now int64, n int) (gcra.Decision, algo.Taken) {
 	stored, d := a.p.decideHeadOn(a.words(s), now, n)
-	return d, stored
+	if stored == 0 {
+		return d, algo.Taken{}
+	}
+	return d, algo.Taken{Word: stored, At: now}
 }
 
-func (a *rollingAlg) Refund(s algo.State, stored uint64, _ int64, n int) bool {
-	return a.p.refundOn(a.words(s), stored, n)
+// GiveBack counts (see giveBackOn): it needs no clock.
+func (a *rollingAlg) GiveBack(s algo.State, taken algo.Taken, _ algo.Clock, n int) bool {
+	return a.p.giveBackOn(a.words(s), taken.Word, n)
 }
 
 func (a *rollingAlg) Idle(s algo.State, now int64) (algo.Mark, int64, uint64, bool, bool) {

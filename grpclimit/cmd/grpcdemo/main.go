@@ -71,7 +71,7 @@ func (r *recorder) Take(ctx context.Context, key string, n int) (gcra.Decision, 
 		}
 		r.mu.Unlock()
 	}
-	return d, 0, nil
+	return d, atomiclimit.Receipt{}, nil
 }
 
 // worst returns the largest excess of admissions over B + d/T in any

@@ -1,0 +1,5 @@
+//go:build !race
+
+package gcra_test
+
+const raceEnabled = false
