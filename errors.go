@@ -37,7 +37,12 @@ var (
 	ErrExceedsBurst = gcra.ErrExceedsBurst
 	// ErrDeadline: Wait's tokens would come after the context's deadline.
 	ErrDeadline = core.ErrDeadline
-	// ErrTooManyKeys: Reserve or Wait for a new key that a full limiter
-	// with RejectNew refuses.
+	// ErrTooManyKeys: Take, Reserve or Wait for a new key that a full
+	// limiter with RejectNew refuses: the limiter's capacity, not the key's
+	// quota.
 	ErrTooManyKeys = core.ErrTooManyKeys
+	// ErrFallback: wrapped by the error of a limiter whose decision another
+	// limiter made, on a state of its own (a remote limiter's local fallback
+	// during an outage); a door takes the decision as the policy's.
+	ErrFallback = core.ErrFallback
 )

@@ -3,27 +3,19 @@ package gcra
 // maxTAT bounds every TAT a decision stores: MaxNow + MaxSpan + MaxWait.
 const maxTAT = maxNow + maxSpan + maxWait
 
-// A Taken is what an admission leaves for its give-back (GiveBack): the
-// state it stored and the time it was decided at.
-type Taken struct {
-	// TAT is the state the admission stored.
-	TAT int64
-	// At is the now the admission was decided at.
-	At int64
-}
-
 // GiveBack computes the give-back of an admission of n tokens that must be
 // undone (another policy denied the request, or a reservation is
-// cancelled). tat is the state as loaded now, and now a clock reading taken
-// after that load, so that it is at least every time the loaded state was
-// decided at. alone reports that no give-back which moved other admissions
+// cancelled): the admission stored the state stored, deciding at time at.
+// tat is the state as loaded now, and now a clock reading taken after that
+// load, so that it is at least every time the loaded state was decided at.
+// alone reports that no give-back which moved other admissions
 // (shifts, below) was made on this state since the admission. It returns
 // the state to store, whether the admission shifts the slots of admissions
 // stored after it (the caller then counts the shift, so that their own
 // give-backs are not alone), and whether there is anything to store:
 //
-//	g    = min(n·T, taken.TAT − now, tat − now)   alone
-//	g    = min(taken.At + n·T − now, tat − now)   otherwise
+//	g    = min(n·T, stored − now, tat − now)   alone
+//	g    = min(at + n·T − now, tat − now)   otherwise
 //	back = tat − g                                if g > 0
 //
 // # Why it never creates quota
@@ -42,10 +34,10 @@ type Taken struct {
 // So g ≤ min(n·T, e − t) gives R − g ≥ I' where I' > t, and g ≤ tat − t
 // keeps R − g ≥ t ≥ I' where I' ≤ t. Two bounds on e hold:
 //
-//   - e ≥ taken.At + n·T in every history: the admission's own time plus
+//   - e ≥ at + n·T in every history: the admission's own time plus
 //     its tokens. This is the bound when other give-backs intervened.
-//   - e = taken.TAT when alone: no give-back since moved the admission's
-//     slot (a give-back of the last admission, tat = taken.TAT, moves
+//   - e = stored when alone: no give-back since moved the admission's
+//     slot (a give-back of the last admission, tat = stored, moves
 //     no other), and the ideal history differs from the stored one only
 //     by give-backs that were exact.
 //
@@ -59,15 +51,15 @@ type Taken struct {
 //
 // # What it gives back
 //
-// When nothing else happened since the admission (tat = taken.TAT, alone),
+// When nothing else happened since the admission (tat = stored, alone),
 // it gives back everything still ahead of now: the state is as if the
 // admission had never been made. Otherwise it gives back at least the part
 // of the admission's slot that is certainly its own: stricter than the
-// ideal by at most now − taken.At, the time between the admission and the
+// ideal by at most now − at, the time between the admission and the
 // give-back (a few microseconds in a door), and not at all if the bucket
 // was full when it admitted. A request that never admitted anything, n out
 // of range, Unlimited and the zero Params give back nothing.
-func (p *Params) GiveBack(tat, now int64, taken Taken, n int, alone bool) (back int64, shifts, ok bool) {
+func (p *Params) GiveBack(tat, now, stored, at int64, n int, alone bool) (back int64, shifts, ok bool) {
 	if p.interval == 0 || n < 1 || int64(n) > p.burst || tat > maxTAT {
 		// interval 0: Unlimited or the zero Params; tat > maxTAT: a state no
 		// decision stores (a keyed map's retired bucket).
@@ -76,12 +68,12 @@ func (p *Params) GiveBack(tat, now int64, taken Taken, n int, alone bool) (back 
 	cost := int64(n) * p.interval
 	var g int64
 	if alone {
-		g = min(cost, taken.TAT-now, tat-now)
+		g = min(cost, stored-now, tat-now)
 	} else {
-		g = min(taken.At+cost-now, tat-now)
+		g = min(at+cost-now, tat-now)
 	}
 	if g <= 0 {
 		return tat, false, false
 	}
-	return tat - g, tat != taken.TAT, true
+	return tat - g, tat != stored, true
 }

@@ -19,7 +19,8 @@ func TestGiveBack(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		tat, now  int64
-		taken     gcra.Taken
+		stored    int64
+		at        int64
 		n         int
 		alone     bool
 		back      int64
@@ -27,25 +28,25 @@ func TestGiveBack(t *testing.T) {
 		ok        bool
 		reasoning string
 	}{
-		{"last, at once", 30 * ms, 0, gcra.Taken{TAT: 30 * ms, At: 0}, 1, true, 20 * ms, false, true, "the state before it"},
-		{"last, 5ms on", 30 * ms, 5 * ms, gcra.Taken{TAT: 30 * ms, At: 0}, 1, true, 20 * ms, false, true, "its slot is still ahead"},
-		{"last, its slot partly past", 10 * ms, 5 * ms, gcra.Taken{TAT: 10 * ms, At: 0}, 1, true, 5 * ms, false, true, "never below now"},
-		{"last, its slot past", 10 * ms, 10 * ms, gcra.Taken{TAT: 10 * ms, At: 0}, 1, true, 10 * ms, false, false, "nothing ahead of now"},
-		{"others after it, alone", 50 * ms, 1 * ms, gcra.Taken{TAT: 30 * ms, At: 0}, 2, true, 30 * ms, true, true, "its whole n·T; the later slots move"},
-		{"others after it, not alone", 50 * ms, 1 * ms, gcra.Taken{TAT: 30 * ms, At: 0}, 2, false, 31 * ms, true, true, "at + n·T − now"},
-		{"not alone, late", 50 * ms, 25 * ms, gcra.Taken{TAT: 30 * ms, At: 0}, 2, false, 50 * ms, false, false, "nothing certainly its own is left"},
-		{"n above burst", 30 * ms, 0, gcra.Taken{TAT: 30 * ms, At: 0}, 4, true, 30 * ms, false, false, ""},
-		{"n = 0", 30 * ms, 0, gcra.Taken{TAT: 30 * ms, At: 0}, 0, true, 30 * ms, false, false, ""},
-		{"a retired bucket", 11 << 59, 0, gcra.Taken{TAT: 30 * ms, At: 0}, 1, true, 11 << 59, false, false, "not a state a decision stores"},
+		{"last, at once", 30 * ms, 0, 30 * ms, 0, 1, true, 20 * ms, false, true, "the state before it"},
+		{"last, 5ms on", 30 * ms, 5 * ms, 30 * ms, 0, 1, true, 20 * ms, false, true, "its slot is still ahead"},
+		{"last, its slot partly past", 10 * ms, 5 * ms, 10 * ms, 0, 1, true, 5 * ms, false, true, "never below now"},
+		{"last, its slot past", 10 * ms, 10 * ms, 10 * ms, 0, 1, true, 10 * ms, false, false, "nothing ahead of now"},
+		{"others after it, alone", 50 * ms, 1 * ms, 30 * ms, 0, 2, true, 30 * ms, true, true, "its whole n·T; the later slots move"},
+		{"others after it, not alone", 50 * ms, 1 * ms, 30 * ms, 0, 2, false, 31 * ms, true, true, "at + n·T − now"},
+		{"not alone, late", 50 * ms, 25 * ms, 30 * ms, 0, 2, false, 50 * ms, false, false, "nothing certainly its own is left"},
+		{"n above burst", 30 * ms, 0, 30 * ms, 0, 4, true, 30 * ms, false, false, ""},
+		{"n = 0", 30 * ms, 0, 30 * ms, 0, 0, true, 30 * ms, false, false, ""},
+		{"a retired bucket", 11 << 59, 0, 30 * ms, 0, 1, true, 11 << 59, false, false, "not a state a decision stores"},
 	} {
-		back, shifts, ok := p.GiveBack(c.tat, c.now, c.taken, c.n, c.alone)
+		back, shifts, ok := p.GiveBack(c.tat, c.now, c.stored, c.at, c.n, c.alone)
 		assert.Equal(t, c.ok, ok, "%s: ok (%s)", c.name, c.reasoning)
 		assert.Equal(t, c.back, back, "%s: back (%s)", c.name, c.reasoning)
 		assert.Equal(t, c.shifts, shifts, "%s: shifts", c.name)
 	}
-	_, _, ok := mustParams(t, gcra.Unlimited, 1).GiveBack(30*ms, 0, gcra.Taken{TAT: 30 * ms}, 1, true)
+	_, _, ok := mustParams(t, gcra.Unlimited, 1).GiveBack(30*ms, 0, 30*ms, 0, 1, true)
 	assert.False(t, ok, "Unlimited takes nothing, and gives nothing back")
-	_, _, ok = new(gcra.Params).GiveBack(30*ms, 0, gcra.Taken{TAT: 30 * ms}, 1, true)
+	_, _, ok = new(gcra.Params).GiveBack(30*ms, 0, 30*ms, 0, 1, true)
 	assert.False(t, ok, "the zero Params")
 }
 
@@ -77,7 +78,7 @@ type modelReq struct {
 	giveBack  bool
 	pc        int8
 	at, epoch int64
-	taken     gcra.Taken
+	stored    int64
 	loaded, t int64
 }
 
@@ -150,7 +151,7 @@ func (m *interleavings) step(w *modelWorld, i int8) {
 			r.pc = pcDone
 			return
 		}
-		w.state, r.taken = next, gcra.Taken{TAT: next, At: r.at}
+		w.state, r.stored = next, next
 		if r.giveBack {
 			r.pc = pcLock
 			return
@@ -168,7 +169,7 @@ func (m *interleavings) step(w *modelWorld, i int8) {
 			r.pc = pcLoad // the CompareAndSwap failed
 			return
 		}
-		back, shifts, ok := m.p.GiveBack(r.loaded, r.t, r.taken, r.n, w.epoch == r.epoch)
+		back, shifts, ok := m.p.GiveBack(r.loaded, r.t, r.stored, r.at, r.n, w.epoch == r.epoch)
 		if ok {
 			w.state = back
 			if shifts {
@@ -238,7 +239,7 @@ func TestGiveBackAloneIsExact(t *testing.T) {
 				}
 				for dt := int64(0); dt < 50; dt++ {
 					now := at + dt
-					back, shifts, ok := p.GiveBack(next, now, gcra.Taken{TAT: next, At: at}, n, true)
+					back, shifts, ok := p.GiveBack(next, now, next, at, n, true)
 					if !ok {
 						back = next
 					}

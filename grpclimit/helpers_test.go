@@ -160,12 +160,12 @@ func insecureCreds() credentials.TransportCredentials { return insecure.NewCrede
 type countingHook struct {
 	mu                     sync.Mutex
 	allowed, denied, error map[string]int
-	evicted                map[string]int
+	evicted, overloaded    map[string]int
 	errs                   []error
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, error: map[string]int{}, evicted: map[string]int{}}
+	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, error: map[string]int{}, evicted: map[string]int{}, overloaded: map[string]int{}}
 }
 
 func (h *countingHook) Allowed(p string, cost int) {
@@ -177,6 +177,12 @@ func (h *countingHook) Allowed(p string, cost int) {
 func (h *countingHook) Denied(p string, cost int, _ time.Duration) {
 	h.mu.Lock()
 	h.denied[p]++
+	h.mu.Unlock()
+}
+
+func (h *countingHook) Overloaded(p string, cost int) {
+	h.mu.Lock()
+	h.overloaded[p]++
 	h.mu.Unlock()
 }
 

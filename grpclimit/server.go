@@ -338,6 +338,14 @@ func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, traile
 	case door.Unavailable:
 		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
 		return unavailable(s.pols[at].name, &out[at])
+	case door.Overloaded:
+		// A full limiter had no room for the key: the server's capacity,
+		// not the client's quota.
+		if m.hook != nil {
+			m.hook.Overloaded(s.pols[at].name, n)
+		}
+		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
+		return unavailable(s.pols[at].name, &out[at])
 	default: // door.Deny
 		den := s.d.Denied(out)
 		if m.hook != nil {

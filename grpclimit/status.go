@@ -71,12 +71,17 @@ func denied[K comparable](s *stack[K], key K, out []door.Outcome, den door.Denia
 }
 
 // unavailable returns the error of a call that the policy name could not
-// decide and whose outage policy denied it (fail closed): codes.Unavailable,
-// with a RetryInfo when the limiter named a wait. The limiter's error is
-// wrapped for the server's interceptors, not sent to the client.
+// decide: its full limiter had no room for the key (ErrTooManyKeys), or its
+// outage policy denied it (fail closed). codes.Unavailable, with a
+// RetryInfo when the limiter named a wait. The limiter's error is wrapped
+// for the server's interceptors, not sent to the client.
 func unavailable(name string, o *door.Outcome) error {
 	var b strings.Builder
-	b.WriteString("grpclimit: the rate limit could not be checked: ")
+	if errors.Is(o.Err, atomiclimit.ErrTooManyKeys) {
+		b.WriteString("grpclimit: too many clients to limit at once: ")
+	} else {
+		b.WriteString("grpclimit: the rate limit could not be checked: ")
+	}
 	writePolicies(&b, []string{name})
 	var st *status.Status
 	if ra := o.D.RetryAfter; ra > 0 && ra != atomiclimit.Never {

@@ -76,13 +76,13 @@ func do(h http.Handler, method, target, remote string, hdr ...string) *httptest.
 type countingHook struct {
 	mu                      sync.Mutex
 	allowed, denied, errors map[string]int
-	evicted                 map[string]int
+	evicted, overloaded     map[string]int
 	lastRetry               time.Duration
 	lastErr                 error
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, errors: map[string]int{}, evicted: map[string]int{}}
+	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, errors: map[string]int{}, evicted: map[string]int{}, overloaded: map[string]int{}}
 }
 
 func (h *countingHook) Allowed(p string, n int) {
@@ -95,6 +95,12 @@ func (h *countingHook) Denied(p string, n int, ra time.Duration) {
 	h.mu.Lock()
 	h.denied[p] += n
 	h.lastRetry = ra
+	h.mu.Unlock()
+}
+
+func (h *countingHook) Overloaded(p string, n int) {
+	h.mu.Lock()
+	h.overloaded[p] += n
 	h.mu.Unlock()
 }
 

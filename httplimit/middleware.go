@@ -103,11 +103,14 @@ type Denial struct {
 	// t), or -1 if the request can never be admitted (its cost exceeds a
 	// policy's quota, or a limit is DenyAll).
 	RetryAfter int64
-	// Err is nil for a rate-limit denial. It is the limiter's error when a
-	// limiter could not decide (a remote store is down) and its outage
-	// policy denied (fail closed, or a local fallback that denied): the
-	// request was not judged against the limit itself, and
-	// DefaultDeny answers 503 Service Unavailable, not 429.
+	// Err is nil for a rate-limit denial (429). Otherwise the request was
+	// not judged against the client's limit, and DefaultDeny answers 503
+	// Service Unavailable: Err is atomiclimit.ErrTooManyKeys when a full
+	// limiter (WithMaxKeys, RejectNew) had no room for the client's key
+	// (the server's capacity; RetryAfter is when it may have room), or the
+	// limiter's error when it could not decide (a remote store is down) and
+	// its outage policy failed closed. (A local fallback's own denial is
+	// that policy's 429, with Err nil.)
 	Err error
 }
 

@@ -2,9 +2,11 @@ package httplimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
@@ -24,15 +26,26 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 // A request whose cost exceeds a policy's quota gets the detail "request
 // cost exceeds the policy's quota" and no Retry-After.
 //
-// A request that was not judged because a limiter could not decide and its
-// outage policy denied (d.Err set: its store is down, and it failed closed
-// or its local fallback denied) gets 503 Service Unavailable instead, of
-// type about:blank, with the detail "the rate limit could not be checked;
-// retry after N seconds": the limit itself could not be checked.
+// A request that was not judged against the client's limit (d.Err set)
+// gets 503 Service Unavailable instead, of type about:blank: with the
+// detail "too many clients to limit at once; retry after N seconds" when a
+// full limiter had no room for the client's key (atomiclimit.ErrTooManyKeys),
+// and "the rate limit could not be checked; retry after N seconds" when a
+// limiter could not decide and failed closed.
+//
+// The status is the server's to choose: a Config.Deny of its own writes any
+// response (some servers answer every limited request 503 "busy, try
+// later"); the rate-limit headers, Retry-After included, are already set
+// when it runs, and DenyWithStatus writes this body with another status.
 func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 	b := make([]byte, 0, 256)
 	if d.Err != nil {
-		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the rate limit could not be checked`...)
+		b = append(b, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"`...)
+		if errors.Is(d.Err, atomiclimit.ErrTooManyKeys) {
+			b = append(b, "too many clients to limit at once"...)
+		} else {
+			b = append(b, "the rate limit could not be checked"...)
+		}
 		if d.RetryAfter >= 0 {
 			b = append(b, "; "...)
 			b = appendRetry(b, d.RetryAfter)
@@ -41,7 +54,35 @@ func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 		writeProblem(w, http.StatusServiceUnavailable, b)
 		return
 	}
-	b = append(b, `{"type":"`+QuotaExceededType+`","title":"Too Many Requests","status":429,"detail":"`...)
+	writeQuotaExceeded(w, d, http.StatusTooManyRequests, b)
+}
+
+// DenyWithStatus returns a DenyFunc that answers as DefaultDeny does, with
+// status instead of 429 for the client's quota (an HTTP status from 400 to
+// 599: 503 for servers that tell every limited client "busy, try later").
+// Retry-After and the RateLimit fields are set as for a 429; a denial that
+// is not the client's quota stays a 503.
+func DenyWithStatus(status int) DenyFunc {
+	if status < 400 || status > 599 {
+		panic(fmt.Sprintf("httplimit: DenyWithStatus(%d): not an error status", status))
+	}
+	return func(w http.ResponseWriter, r *http.Request, d Denial) {
+		if d.Err != nil {
+			DefaultDeny(w, r, d)
+			return
+		}
+		writeQuotaExceeded(w, d, status, make([]byte, 0, 256))
+	}
+}
+
+// writeQuotaExceeded writes the quota-exceeded problem for d with status,
+// appending it to b.
+func writeQuotaExceeded(w http.ResponseWriter, d Denial, status int, b []byte) {
+	b = append(b, `{"type":"`+QuotaExceededType+`","title":"`...)
+	b = append(b, http.StatusText(status)...)
+	b = append(b, `","status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"detail":"`...)
 	if d.RetryAfter < 0 {
 		b = append(b, "request cost exceeds the policy's quota"...)
 	} else {
@@ -55,7 +96,7 @@ func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 		b = appendJSONString(b, p)
 	}
 	b = append(b, "]}\n"...)
-	writeProblem(w, http.StatusTooManyRequests, b)
+	writeProblem(w, status, b)
 }
 
 // appendRetry appends "retry after N second(s)".

@@ -99,6 +99,21 @@ func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.
 		next.ServeHTTP(w, r)
 	case door.Gone:
 		w.WriteHeader(statusClientClosed)
+	case door.Overloaded:
+		// A full limiter had no room for the key: the server's capacity,
+		// not the client's quota. 503, with the time until it has room.
+		o := &out[at]
+		if m.hook != nil {
+			m.hook.Overloaded(s.pols[at].name, n)
+		}
+		if m.dryRun {
+			m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
+			next.ServeHTTP(w, r)
+			return
+		}
+		ra := retryAfter(o.D)
+		m.writeHeaders(w.Header(), s, out, fs, key, n, ra)
+		m.deny(w, r, Denial{Policies: s.pols[at].dp.Names, Cost: n, Decision: o.D, RetryAfter: ra, Err: o.Err})
 	case door.Unavailable:
 		// The limiter's outage policy denied (fail closed, or a local
 		// fallback that denied): 503, not 429 (DefaultDeny), with the outage

@@ -21,7 +21,7 @@ func (g *GCRA) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
 }
 
 func (g *GCRA) GiveBack(state uint64, taken Taken, now int64, n int, alone bool) (uint64, bool, bool) {
-	back, shifts, ok := g.P.GiveBack(int64(state), now, gcra.Taken{TAT: int64(taken.Word), At: taken.At}, n, alone)
+	back, shifts, ok := g.P.GiveBack(int64(state), now, int64(taken.Word), taken.At, n, alone)
 	return uint64(back), shifts, ok
 }
 

@@ -52,7 +52,7 @@ func TestRetiredDeniesEverything(t *testing.T) {
 					t.Errorf("%v burst %d: Decide(RetiredTAT, %d, %d) = %d, %+v", lb.limit, lb.burst, now, n, next, d)
 				}
 			}
-			if _, _, ok := p.GiveBack(RetiredTAT, now, gcra.Taken{TAT: RetiredTAT, At: now}, 1, true); ok {
+			if _, _, ok := p.GiveBack(RetiredTAT, now, RetiredTAT, now, 1, true); ok {
 				t.Errorf("%v: GiveBack against RetiredTAT gave back", lb.limit)
 			}
 		}

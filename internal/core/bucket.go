@@ -164,7 +164,7 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (next
 // reports whether it gave anything back.
 func (b *Bucket) GiveBack(p *gcra.Params, clk algo.Clock, taken algo.Taken, n int) bool {
 	return algo.GiveBackLoop(&b.tat, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
-		back, shifts, ok := p.GiveBack(int64(old), now, gcra.Taken{TAT: int64(taken.Word), At: taken.At}, n, alone)
+		back, shifts, ok := p.GiveBack(int64(old), now, int64(taken.Word), taken.At, n, alone)
 		return uint64(back), shifts, ok
 	})
 }

@@ -20,6 +20,10 @@ type Hook interface {
 	// Evicted reports that keys keys were removed from the policy's limiter:
 	// idle ones, or with EvictStalest active ones.
 	Evicted(policy string, keys int)
+	// Overloaded reports a request of cost tokens for a new key that the
+	// policy's full limiter had no room for (WithMaxKeys with RejectNew): the
+	// server's capacity, not the key's quota.
+	Overloaded(policy string, cost int)
 	// Error reports a request that could not be decided.
 	Error(policy string, err error)
 }
@@ -31,6 +35,7 @@ type NopHook struct{}
 func (NopHook) Allowed(string, int)               {}
 func (NopHook) Denied(string, int, time.Duration) {}
 func (NopHook) Evicted(string, int)               {}
+func (NopHook) Overloaded(string, int)            {}
 func (NopHook) Error(string, error)               {}
 
 // WithHook makes a Keyed limiter report its decisions (Allow, AllowN, Decide,

@@ -13,8 +13,14 @@ import (
 
 type countingHook struct {
 	core.NopHook
-	allowed, denied, evicted atomic.Int64
-	lastRetry                atomic.Int64
+	allowed, denied, evicted, overloaded atomic.Int64
+	lastRetry                            atomic.Int64
+}
+
+func (h *countingHook) Overloaded(policy string, _ int) {
+	if policy == "api" {
+		h.overloaded.Add(1)
+	}
 }
 
 func (h *countingHook) Allowed(policy string, cost int) {

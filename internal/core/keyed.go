@@ -110,8 +110,17 @@ func (k *Keyed[K]) ruleOf(c *cell) *rule {
 }
 
 // ErrTooManyKeys is returned by the error-returning calls of a Keyed limiter
-// (Reserve, Wait) for a new key that a full limiter with RejectNew refuses.
+// (Take, with the refusal's decision; Reserve, Wait) for a new key that a
+// full limiter with RejectNew refuses: the limiter's capacity, not the key's
+// quota (a door answers it 503 Service Unavailable, gRPC Unavailable).
 var ErrTooManyKeys = errors.New("atomiclimit: too many keys")
+
+// ErrFallback is wrapped by the error of a limiter that could not decide on
+// a key's own state but had another limiter decide instead (a remote
+// limiter's local fallback during an outage): the decision is that
+// limiter's, on a state of its own. A door reports the error and takes the
+// decision as the policy's: a denial is the policy's 429, not a 503.
+var ErrFallback = errors.New("atomiclimit: decided by a fallback limiter")
 
 // NewKeyed returns a Keyed limiter whose keys get spec unless a tier says
 // otherwise. Unless WithSweepInterval(0) is given, it starts a background
@@ -175,17 +184,22 @@ func (k *Keyed[K]) report(key K, now int64, n int, ok bool) {
 	d := k.peek(key, now, n)
 	if d.Allowed {
 		// Denied, yet a state would admit it: a new key that the full
-		// limiter refused. Report the refusal's wait, as Decide returns it.
-		d = k.refusal(key, n)
+		// limiter refused.
+		k.hook.Overloaded(k.hookName, n)
+		return
 	}
 	k.hook.Denied(k.hookName, n, d.RetryAfter)
 }
 
-// reportDecision passes a decision to the hook.
-func (k *Keyed[K]) reportDecision(n int, d gcra.Decision) gcra.Decision {
-	if d.Allowed {
+// reportDecision passes a decision to the hook; full says it is a refusal
+// of a new key by a full limiter.
+func (k *Keyed[K]) reportDecision(n int, d gcra.Decision, full bool) gcra.Decision {
+	switch {
+	case d.Allowed:
 		k.hook.Allowed(k.hookName, n)
-	} else {
+	case full:
+		k.hook.Overloaded(k.hookName, n)
+	default:
 		k.hook.Denied(k.hookName, n, d.RetryAfter)
 	}
 	return d
@@ -223,7 +237,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 // allowSlow is allow for a key that is absent or whose state was retired.
 func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 	for {
-		c, d := k.cellFor(key, now, n)
+		c, d, _ := k.cellFor(key, now, n)
 		if c == nil {
 			return d.Allowed // refused, or a request no state could admit
 		}
@@ -238,33 +252,36 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 
 // Decide is Allow for n events with the whole decision. Decide is shorthand
 // for DecideAt(key, clock.Now(), n). A new key refused by a full limiter
-// gets Allowed false, Remaining 0 and, as RetryAfter and TokenAfter, the
+// (WithMaxKeys) gets Allowed false, Remaining 0 and, as RetryAfter and
+// TokenAfter, the time until the limiter can take it: until the first key
+// its last search for room saw becomes idle, or, before any search, the
 // longest its rule takes to become idle (B·T for GCRA, a window, two for
-// the sliding counter): by then every key that has stopped is idle and can
-// be removed (gcra.Never for DenyAll). A key whose rule is Unlimited is
-// admitted even then: it needs no state.
+// the sliding counter); gcra.Never for DenyAll. Take tells such a refusal
+// apart (ErrTooManyKeys). A key whose rule is Unlimited is admitted even
+// then: it needs no state.
 func (k *Keyed[K]) Decide(key K, n int) gcra.Decision {
-	d := k.decide(key, k.src.Now(), n)
+	d, full := k.decide(key, k.src.Now(), n)
 	if k.hook != nil {
-		return k.reportDecision(n, d)
+		return k.reportDecision(n, d, full)
 	}
 	return d
 }
 
 // DecideAt is Decide at the given time.
 func (k *Keyed[K]) DecideAt(key K, now time.Time, n int) gcra.Decision {
-	d := k.decide(key, k.src.At(now), n)
+	d, full := k.decide(key, k.src.At(now), n)
 	if k.hook != nil {
-		return k.reportDecision(n, d)
+		return k.reportDecision(n, d, full)
 	}
 	return d
 }
 
-func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
+// decide is Decide; full says the decision is a full limiter's refusal.
+func (k *Keyed[K]) decide(key K, now int64, n int) (gcra.Decision, bool) {
 	for {
-		c, d := k.cellFor(key, now, n)
+		c, d, full := k.cellFor(key, now, n)
 		if c == nil {
-			return d
+			return d, full
 		}
 		r := c.rule()
 		if k.fast {
@@ -273,7 +290,7 @@ func (k *Keyed[K]) decide(key K, now int64, n int) gcra.Decision {
 			d, _ = r.set.Decide(k.cells.state(c), now, n, false)
 		}
 		if d.Allowed || !k.cells.IsRetired(c) {
-			return d
+			return d, false
 		}
 	}
 }
@@ -327,12 +344,12 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 
 // cellFor returns key's live cell, creating it if needed. It returns nil,
 // and the decision to return instead, when the limiter is full and refuses
-// the key, or when the request is one no state could admit (n < 0, or n
-// above what the key's rule ever admits): such a request inserts no key. It
-// never returns a retired cell.
-func (k *Keyed[K]) cellFor(key K, now int64, n int) (*cell, gcra.Decision) {
+// the key (full is then true), or when the request is one no state could
+// admit (n < 0, or n above what the key's rule ever admits): such a request
+// inserts no key. It never returns a retired cell.
+func (k *Keyed[K]) cellFor(key K, now int64, n int) (c *cell, d gcra.Decision, full bool) {
 	if c, ok := k.m.Load(key); ok && !k.cells.IsRetired(c) {
-		return c, gcra.Decision{}
+		return c, gcra.Decision{}, false
 	}
 	// A new key. Its tier is chosen here, outside any lock: the tier function
 	// is the user's code, and a panic in it must not leave a map bucket locked
@@ -343,13 +360,14 @@ func (k *Keyed[K]) cellFor(key K, now int64, n int) (*cell, gcra.Decision) {
 		// n = 0 is an admitted peek, and n < 0 or n above the rule's most is
 		// denied whatever the state: the decision a new state would give,
 		// stored nowhere, and no key created for it.
-		return nil, k.peek(key, now, n)
+		return nil, k.peek(key, now, n), false
 	}
 	c, ok := k.st.Cell(key, now, func() *cell { return k.newCell(key, byFunc) })
 	if !ok {
-		return nil, k.refused(key, n)
+		d = k.refused(key, now, n)
+		return nil, d, !d.Allowed
 	}
-	return c, gcra.Decision{}
+	return c, gcra.Decision{}, false
 }
 
 // newCell runs under the lock of key's map bucket, once per insertion; it
@@ -374,28 +392,23 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 	return c
 }
 
-// refused decides a request for a new key that the full limiter has no room
-// for, and counts it. An Unlimited key needs no state and is admitted; any
-// other is denied with RetryAfter and TokenAfter the longest its rule takes
-// to become idle (gcra.Never for DenyAll).
-func (k *Keyed[K]) refused(key K, n int) gcra.Decision {
-	d := k.refusal(key, n)
-	if !d.Allowed {
-		k.st.Refused()
-	}
-	return d
-}
-
-// refusal is refused's decision, counting nothing.
-func (k *Keyed[K]) refusal(key K, n int) gcra.Decision {
+// refused decides a request at now for a new key that the full limiter has
+// no room for, and counts it. An Unlimited key needs no state and is
+// admitted; any other is denied with RetryAfter and TokenAfter the time
+// until the limiter can take it (see Decide), gcra.Never for DenyAll.
+func (k *Keyed[K]) refused(key K, now int64, n int) gcra.Decision {
 	r := k.tierFor(key).cur.Load()
 	if r.gcra && r.g.IsUnlimited() && n >= 0 {
 		return gcra.Decision{Allowed: true, Remaining: math.MaxInt}
 	}
+	k.st.Refused()
 	if r.maxN == 0 {
 		return gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}
 	}
 	wait := time.Duration(r.idleAfter())
+	if at, ok := k.st.RoomAt(); ok && at-now < int64(wait) {
+		wait = time.Duration(max(at-now, 0))
+	}
 	return gcra.Decision{RetryAfter: wait, TokenAfter: wait}
 }
 

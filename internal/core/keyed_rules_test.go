@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -71,7 +72,7 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 			require.Equal(t, c.def.String(), k.Quota("plain").String)
 
 			// The key bound holds for every rule: a fourth key is refused,
-			// with the time its rule takes to become idle.
+			// with the time until the limiter can take it.
 			d := k.DecideAt("fourth", t0, 1)
 			require.False(t, d.Allowed)
 			require.Positive(t, d.RetryAfter)
@@ -80,7 +81,8 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 
 			// The hook saw every decision.
 			require.EqualValues(t, plain+tiered+own, hook.allowed.Load())
-			require.EqualValues(t, 24-plain-tiered-own+1, hook.denied.Load())
+			require.EqualValues(t, 24-plain-tiered-own, hook.denied.Load())
+			require.EqualValues(t, 1, hook.overloaded.Load(), "the refused new key: the limiter's capacity, not a quota")
 
 			// ClearKeyRule puts the key back on the default.
 			k.ClearKeyRule("own")
@@ -173,19 +175,31 @@ func TestKeyedPeekAbsentKeyAllocatesNothing(t *testing.T) {
 	}
 }
 
-// The hook is told a refused new key's real wait on every path: Allow and
-// AllowN reported 0s (the wait of a fresh state, which would have admitted)
-// where Decide returns the rule's time to idle.
+// A refused new key is the limiter's capacity, not the key's quota: the
+// hook is told Overloaded on every path (Allow, Decide, Take), Take fails
+// with ErrTooManyKeys, and the wait is the time until the limiter can take
+// the key: when the key it holds becomes idle.
 func TestKeyedHookRefusedNewKey(t *testing.T) {
+	ctx := context.Background()
 	clk := newFakeClock()
 	hook := &countingHook{}
-	k, err := core.NewKeyed[string](core.FixedWindow(1, 5*time.Second), core.WithClock(clk), core.WithSweepInterval(0),
+	k, err := core.NewKeyed[string](core.FixedWindow(2, 5*time.Second), core.WithClock(clk), core.WithSweepInterval(0),
 		core.WithHook("api", hook), core.WithMaxKeys(1, core.RejectNew))
 	require.NoError(t, err)
 	require.True(t, k.Allow("a"))
+	clk.Advance(time.Second)
 	require.False(t, k.Allow("b"), "full: the new key is refused")
-	require.Equal(t, int64(5*time.Second), hook.lastRetry.Load(), "Allow's refusal")
-	hook.lastRetry.Store(0)
-	require.False(t, k.Decide("b", 1).Allowed)
-	require.Equal(t, int64(5*time.Second), hook.lastRetry.Load(), "Decide's refusal")
+	require.EqualValues(t, 1, hook.overloaded.Load(), "Allow's refusal")
+	d := k.Decide("b", 1)
+	require.False(t, d.Allowed)
+	require.Equal(t, 4*time.Second, d.RetryAfter, "a is idle once its window ends, 4s from now")
+	require.EqualValues(t, 2, hook.overloaded.Load(), "Decide's refusal")
+	d, r, err := k.Take(ctx, "b", 1)
+	require.ErrorIs(t, err, core.ErrTooManyKeys)
+	require.False(t, d.Allowed)
+	require.Zero(t, r)
+	require.EqualValues(t, 3, hook.overloaded.Load(), "Take's refusal")
+	require.Zero(t, hook.denied.Load(), "no quota was denied")
+	clk.Advance(4 * time.Second)
+	require.True(t, k.Decide("b", 1).Allowed, "after the wait it was told, b fits")
 }

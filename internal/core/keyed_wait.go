@@ -31,7 +31,7 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 		return Reservation{}, errPacing(k.def.cur.Load())
 	}
 	for {
-		c, d := k.cellFor(key, now, n)
+		c, d, _ := k.cellFor(key, now, n)
 		if c == nil {
 			t := k.tierFor(key).cur.Load()
 			if d.Allowed || n < 0 || n > t.maxN {

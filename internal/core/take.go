@@ -59,14 +59,17 @@ type KeyedLimiter[K comparable] interface {
 	// give an admission back (0: there is nothing to give back).
 	//
 	// A non-nil error means the limiter could not decide on key's state as
-	// it should have: a remote store failed or timed out (an outage), it
-	// refused the call or held a corrupt value for key (see redisgcra's
-	// error classes), or ctx ended first (the caller gave up:
-	// errors.Is(err, ctx.Err()), not an outage). The decision is then the
-	// limiter's own answer to that (fail open, fail closed, a local
-	// fallback, a repaired state: see redisgcra.WithOutage), and a door
-	// neither advertises it as the key's state nor reports it as a denial
-	// of quota. An in-process limiter never fails.
+	// it should have: a full limiter had no room for a new key
+	// (ErrTooManyKeys: the decision's RetryAfter is when it may have), a
+	// remote store failed or timed out (an outage), it refused the call or
+	// held a corrupt value for key (see redisgcra's error classes), or ctx
+	// ended first (the caller gave up: errors.Is(err, ctx.Err()), not an
+	// outage). The decision is then the limiter's own answer to that (fail
+	// open, fail closed, a repaired state: see redisgcra.WithOutage), and a
+	// door neither advertises it as the key's state nor reports it as a
+	// denial of quota; but a decision another limiter made on a state of
+	// its own (a local fallback: the error wraps ErrFallback) is taken as
+	// the policy's. An in-process limiter fails only with ErrTooManyKeys.
 	Take(ctx context.Context, key K, n int) (gcra.Decision, Receipt, error)
 	// Check returns the decision Take would make now, taking nothing (a
 	// door asks it of the policies after one that denied, to name every
@@ -105,9 +108,12 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 			}
 		}
 	}
-	d, r = k.take(key, now, n)
+	d, r, full := k.take(key, now, n)
 	if k.hook != nil {
-		k.reportDecision(n, d)
+		k.reportDecision(n, d, full)
+	}
+	if full {
+		return d, r, ErrTooManyKeys
 	}
 	return d, r, nil
 }
@@ -118,12 +124,13 @@ func (k *Keyed[K]) Check(_ context.Context, key K, n int) (gcra.Decision, error)
 	return k.peek(key, k.src.Now(), n), nil
 }
 
-// take is Take on any path: a key absent or retired, any rule.
-func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt) {
+// take is Take on any path: a key absent or retired, any rule. full says
+// the decision is a full limiter's refusal.
+func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) {
 	for {
-		c, d := k.cellFor(key, now, n)
+		c, d, full := k.cellFor(key, now, n)
 		if c == nil {
-			return d, Receipt{}
+			return d, Receipt{}, full
 		}
 		r := c.rule()
 		var t algo.Taken
@@ -133,7 +140,7 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt) {
 			d, t = r.set.Take(k.cells.state(c), now, n)
 		}
 		if d.Allowed || !k.cells.IsRetired(c) {
-			return d, receiptOf(c, t)
+			return d, receiptOf(c, t), false
 		}
 	}
 }

@@ -97,6 +97,7 @@ const (
 	Violated               // denied
 	WouldAdmit             // asked after a denial (Check): would have admitted
 	Unknown                // the limiter could not decide (its Take or Check failed)
+	Full                   // a full limiter had no room for the key (ErrTooManyKeys)
 )
 
 // Remaining returns the quota the outcome leaves the key, and false if it
@@ -132,6 +133,10 @@ const (
 	// outage: nothing is reported, and the policies before it gave their
 	// admissions back.
 	Gone
+	// Overloaded: a full limiter had no room for the key (ErrTooManyKeys):
+	// the server's capacity, not the key's quota. The policies before it
+	// gave their admissions back.
+	Overloaded
 )
 
 // An ErrorSink receives the error of a policy's limiter: a door's Hook.
@@ -149,7 +154,20 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 		p, o := s.Policies[j], &out[j]
 		d, rc, err := p.Limiter.Take(ctx, key, n)
 		o.D, o.Receipt = d, rc
+		if err != nil && errors.Is(err, core.ErrFallback) && !callerDone(ctx) {
+			// Another limiter decided on a state of its own: report the
+			// outage, and take its decision as the policy's.
+			o.Err = err
+			if onError != nil {
+				onError.Error(p.Name, err)
+			}
+			err = nil
+		}
 		switch {
+		case err != nil && errors.Is(err, core.ErrTooManyKeys):
+			o.Kind, o.Err = Full, err
+			s.giveBack(ctx, out, i, key, n, onError)
+			return Overloaded, j
 		case err != nil:
 			if callerDone(ctx) {
 				s.giveBack(ctx, out, i, key, n, onError)

@@ -163,11 +163,11 @@ type Store[K comparable, C comparable] struct {
 // once the gap has ended, once its eviction time reaches the minimum, or
 // when recent overflowed its bound (then it stopped recording).
 type room[K comparable, C comparable] struct {
-	mu       sync.Mutex // serialises scans; guards the fields up to recording
-	barren   bool       // the last scan found nothing idle; what follows holds
-	gapEnd   int64      // clock time at which the gap after the last scan ends
-	idleFrom int64      // no cell seen by the scan or in recent[:checked] is idle before this
-	checked  int        // recent[:checked] are accounted for in idleFrom
+	mu       sync.Mutex   // serialises scans; guards the fields up to recording
+	barren   atomic.Bool  // the last scan found nothing idle; what follows holds
+	gapEnd   int64        // clock time at which the gap after the last scan ends
+	idleFrom atomic.Int64 // no cell seen by the scan or in recent[:checked] is idle before this
+	checked  int          // recent[:checked] are accounted for in idleFrom
 
 	// lowered is the earliest time from which a cell given back since the
 	// last scan began is idle (math.MaxInt64: none): a give-back can make a
@@ -267,6 +267,18 @@ func (s *Store[K, C]) Cell(key K, now int64, create func() C) (c C, ok bool) {
 // Refused counts a request for a new key that a full limiter refused.
 func (s *Store[K, C]) Refused() { s.rejected.Add(1) }
 
+// RoomAt returns the earliest time at which a full Store can take a new
+// key, as its last scan found it: when the first key it saw becomes idle
+// (sooner if a give-back made one idle), and false if it has not scanned
+// since it last found room. It takes no lock.
+func (s *Store[K, C]) RoomAt() (int64, bool) {
+	r := &s.room
+	if !r.barren.Load() {
+		return 0, false
+	}
+	return min(r.idleFrom.Load(), r.lowered.Load()), true
+}
+
 // evictionTime is the time an eviction for a request stamped now decides
 // at: now, but never later than the limiter's clock. A key that will be idle
 // at a future time is not idle yet: removing it would raise the floor ahead
@@ -353,7 +365,7 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	r := &s.room
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.barren && s.src.Now() < r.gapEnd && now < min(r.idleFrom, r.lowered.Load()) {
+	if r.barren.Load() && s.src.Now() < r.gapEnd && now < min(r.idleFrom.Load(), r.lowered.Load()) {
 		r.recentMu.Lock()
 		fresh, overflow := r.recent[r.checked:], r.overflow
 		r.recentMu.Unlock()
@@ -371,11 +383,11 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 				}
 				// Kept (if it was idle but admitted meanwhile, t ≤ now
 				// makes the next call scan).
-				r.idleFrom = min(r.idleFrom, t)
+				r.idleFrom.Store(min(r.idleFrom.Load(), t))
 			}
 			r.checked += len(fresh)
 			s.reportEvicted(retired)
-			if retired > 0 || now < min(r.idleFrom, r.lowered.Load()) {
+			if retired > 0 || now < min(r.idleFrom.Load(), r.lowered.Load()) {
 				return retired > 0
 			}
 		}
@@ -394,7 +406,7 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	for range s.Map.Shards() {
 		retired, m := s.sweepShard(s.Map.NextShard(), now)
 		if retired > 0 {
-			r.barren = false
+			r.barren.Store(false)
 			r.recording.Store(false)
 			r.recentMu.Lock()
 			clear(r.recent)
@@ -408,7 +420,9 @@ func (s *Store[K, C]) retireSomeIdle(now int64) bool {
 	// become idle, nothing will be.
 	scanEnd := s.src.Now()
 	gap := max(int64(roomScanGap), roomScanRatio*(scanEnd-scanStart))
-	r.barren, r.gapEnd, r.idleFrom, r.checked = true, scanEnd+gap, minIdle, 0
+	r.gapEnd, r.checked = scanEnd+gap, 0
+	r.idleFrom.Store(minIdle)
+	r.barren.Store(true)
 	return false
 }
 

@@ -48,8 +48,8 @@ type vecs struct {
 }
 
 type policyMetrics struct {
-	allowed, denied, allowedTokens, deniedTokens, errors, evicted prometheus.Counter
-	retry                                                         prometheus.Observer
+	allowed, denied, overloaded, allowedTokens, deniedTokens, errors, evicted prometheus.Counter
+	retry                                                                     prometheus.Observer
 }
 
 // NewPromHook registers the metrics with reg and prepares the given policies.
@@ -84,6 +84,7 @@ func (v vecs) forPolicy(p string) *policyMetrics {
 	return &policyMetrics{
 		allowed:       v.requests.WithLabelValues(p, "allowed"),
 		denied:        v.requests.WithLabelValues(p, "denied"),
+		overloaded:    v.requests.WithLabelValues(p, "overloaded"),
 		allowedTokens: v.tokens.WithLabelValues(p, "allowed"),
 		deniedTokens:  v.tokens.WithLabelValues(p, "denied"),
 		errors:        v.errors.WithLabelValues(p),
@@ -113,6 +114,10 @@ func (h *PromHook) Denied(policy string, cost int, retryAfter time.Duration) {
 		m.retry.Observe(retryAfter.Seconds())
 	}
 }
+
+// Overloaded counts the requests for new keys that a full limiter had no
+// room for: the server's capacity, not a client's quota.
+func (h *PromHook) Overloaded(policy string, cost int) { h.metrics(policy).overloaded.Inc() }
 
 func (h *PromHook) Evicted(policy string, keys int) { h.metrics(policy).evicted.Add(float64(keys)) }
 func (h *PromHook) Error(policy string, err error)  { h.metrics(policy).errors.Inc() }
