@@ -3,6 +3,7 @@ package gcra
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -104,11 +105,12 @@ func (l Limit) interval() (int64, error) {
 	return 0, fmt.Errorf("%w: zero Limit (use gcra.PerSecond, gcra.Unlimited, gcra.DenyAll, ...)", ErrInvalidLimit)
 }
 
-// String returns the limit as the user stated it, e.g. "100/1s", "2.5/s".
+// String returns the limit as the user stated it, e.g. "100/s", "20/min",
+// "5/2s", "10000/d", "2.5/s".
 func (l Limit) String() string {
 	switch l.kind {
 	case kindPer:
-		return fmt.Sprintf("%d/%v", l.events, l.period)
+		return fmt.Sprintf("%d/%s", l.events, unit(l.period))
 	case kindRate:
 		return fmt.Sprintf("%v/s", l.perSec)
 	case kindUnlimited:
@@ -117,4 +119,29 @@ func (l Limit) String() string {
 		return "deny-all"
 	}
 	return "invalid"
+}
+
+// unit writes a period: "ms", "s", "min", "h" or "d" for one of them, else the
+// duration without its zero parts ("2s", "15m", "1h30m", "250ms").
+func unit(d time.Duration) string {
+	switch d {
+	case time.Second:
+		return "s"
+	case time.Minute:
+		return "min"
+	case time.Hour:
+		return "h"
+	case 24 * time.Hour:
+		return "d"
+	case time.Millisecond:
+		return "ms"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

@@ -99,7 +99,13 @@ func TestNamedLimits(t *testing.T) {
 	assert.Equal(t, "unlimited", gcra.Unlimited.String())
 	assert.Equal(t, "deny-all", gcra.DenyAll.String())
 	assert.Equal(t, "invalid", gcra.Limit{}.String())
-	assert.Equal(t, "5/1m0s", gcra.PerMinute(5).String())
+	for want, l := range map[string]gcra.Limit{
+		"5/min": gcra.PerMinute(5), "20/s": gcra.PerSecond(20), "3/h": gcra.PerHour(3), "10000/d": gcra.PerDay(10000),
+		"1/50ms": gcra.Every(50 * time.Millisecond), "1/ms": gcra.Every(time.Millisecond), "7/2s": gcra.Per(7, 2*time.Second), "1/15m": gcra.Every(15 * time.Minute),
+		"1/1h30m": gcra.Every(90 * time.Minute), "2/48h": gcra.Per(2, 48*time.Hour),
+	} {
+		assert.Equal(t, want, l.String())
+	}
 	assert.Equal(t, "2.5/s", gcra.Rate(2.5).String())
 }
 

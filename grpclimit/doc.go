@@ -58,7 +58,7 @@
 //     exceeds a policy's quota, or DenyAll) has no RetryInfo.
 //   - google.rpc.QuotaFailure: one violation per violated policy, in the
 //     configured order: subject and quota_id the policy's name, description
-//     the rule as configured ("gcra 60/1m0s burst 60"), quota_value the
+//     the rule as configured ("60/min, burst 60"), quota_value the
 //     advertised quota (q below). The key is never sent.
 //
 // RetryDelay reads the delay back on the client; a Pacer with Retries

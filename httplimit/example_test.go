@@ -74,3 +74,28 @@ func policyOf(h http.Handler) string {
 	h.ServeHTTP(w, r)
 	return w.Header().Get("RateLimit-Policy")
 }
+
+// A server that tells every limited client "busy, try later" answers 503
+// instead of 429: Config.Deny writes the response, after the rate-limit
+// headers (Retry-After among them) are set.
+func ExampleConfig_deny() {
+	lim, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(1), 1, atomiclimit.WithSweepInterval(0))
+	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
+		Key:      httplimit.RemoteIP,
+		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+		Deny: func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
+			http.Error(w, "busy, try later", http.StatusServiceUnavailable)
+		},
+	})
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for range 2 {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.7:1234"
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d Retry-After:%q\n", w.Code, w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 Retry-After:""
+	// 503 Retry-After:"60"
+}

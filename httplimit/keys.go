@@ -17,28 +17,43 @@ type KeyFunc[K comparable] func(r *http.Request) (K, error)
 // on (a missing header, an empty pattern).
 var ErrNoKey = errors.New("httplimit: request has no key")
 
-// ErrInvalidKey is returned by APIKey when its validation function rejects
-// the key.
+// ErrInvalidKey is returned by Header and APIKey for a key longer than
+// MaxKeyLen, and by APIKey when its validation function rejects the key.
 var ErrInvalidKey = errors.New("httplimit: invalid key")
 
+// MaxKeyLen is the longest key, in bytes, that Header and APIKey accept: a
+// longer one is ErrInvalidKey (400 with RejectOnError). A limiter holds
+// every active key in memory, and the client chooses these: without a bound
+// a hundred distinct 1 MB keys hold 100 MB until they go idle. Each key
+// function reads MaxKeyLen when it is built, so set it first. 256 bytes
+// holds any API key or token in common use.
+var MaxKeyLen = 256
+
 // Header keys a request on the first value of the named header; a missing or
-// empty header is ErrNoKey. A header is only as trustworthy as whoever sets
-// it: use one that your own proxy or authentication layer sets and strips
-// from client requests, or a client chooses its own key, and with a new key
-// a fresh burst.
+// empty header is ErrNoKey, one longer than MaxKeyLen ErrInvalidKey. A header
+// is only as trustworthy as whoever sets it: use one that your own proxy or
+// authentication layer sets and strips from client requests, or a client
+// chooses its own key, and with a new key a fresh burst.
 func Header(name string) KeyFunc[string] {
 	canon := http.CanonicalHeaderKey(name)
+	limit := MaxKeyLen
 	return func(r *http.Request) (string, error) {
-		if v := r.Header[canon]; len(v) > 0 && v[0] != "" {
-			return v[0], nil
+		v := r.Header[canon]
+		switch {
+		case len(v) == 0 || v[0] == "":
+			return "", ErrNoKey
+		case len(v[0]) > limit:
+			return "", ErrInvalidKey
 		}
-		return "", ErrNoKey
+		return v[0], nil
 	}
 }
 
 // APIKey keys a request on an API key in the named header. For the
 // Authorization header the scheme ("Bearer ", any case) is stripped; surrounding
-// whitespace is trimmed in any header. A missing key is ErrNoKey.
+// whitespace is trimmed in any header. A missing key, or a scheme with no
+// credentials ("Bearer" alone), is ErrNoKey; a key longer than MaxKeyLen is
+// ErrInvalidKey.
 //
 // valid, if not nil, must accept the key, or the request fails with
 // ErrInvalidKey. Without it any string is a key: a client that invents keys
@@ -49,6 +64,7 @@ func Header(name string) KeyFunc[string] {
 func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
 	canon := http.CanonicalHeaderKey(header)
 	auth := canon == "Authorization"
+	limit := MaxKeyLen
 	return func(r *http.Request) (string, error) {
 		v := r.Header[canon]
 		if len(v) == 0 {
@@ -58,12 +74,16 @@ func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
 		if auth {
 			if scheme, cred, ok := strings.Cut(k, " "); ok && isToken(scheme) {
 				k = trimOWS(cred)
+			} else if strings.EqualFold(k, "Bearer") {
+				return "", ErrNoKey // the scheme, without a token
 			}
 		}
-		if k == "" {
+		switch {
+		case k == "":
 			return "", ErrNoKey
-		}
-		if valid != nil && !valid(k) {
+		case len(k) > limit:
+			return "", ErrInvalidKey
+		case valid != nil && !valid(k):
 			return "", ErrInvalidKey
 		}
 		return k, nil

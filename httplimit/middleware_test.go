@@ -81,6 +81,33 @@ func TestKeyAPIKey(t *testing.T) {
 	}
 }
 
+// A scheme with no token is no key, not the key "Bearer"; keys longer than
+// MaxKeyLen are invalid (a client would otherwise hold the limiter's memory
+// with keys of any size), and MaxKeyLen is read when the key function is
+// built.
+func TestKeyBearerAloneAndLongKeys(t *testing.T) {
+	auth := APIKey("Authorization", nil)
+	for _, v := range []string{"Bearer", "bearer", " Bearer  "} {
+		if k, err := auth(req("GET", "/", "Authorization", v)); !errors.Is(err, ErrNoKey) {
+			t.Errorf("Authorization %q: %q, %v; want ErrNoKey", v, k, err)
+		}
+	}
+	long := strings.Repeat("k", MaxKeyLen+1)
+	for name, f := range map[string]KeyFunc[string]{"Header": Header("X-Key"), "APIKey": APIKey("X-Key", nil)} {
+		if _, err := f(req("GET", "/", "X-Key", long)); !errors.Is(err, ErrInvalidKey) {
+			t.Errorf("%s: a key of %d bytes: %v, want ErrInvalidKey", name, len(long), err)
+		}
+		if k, err := f(req("GET", "/", "X-Key", long[1:])); err != nil || len(k) != MaxKeyLen {
+			t.Errorf("%s: a key of MaxKeyLen bytes: %d, %v", name, len(k), err)
+		}
+	}
+	defer func(n int) { MaxKeyLen = n }(MaxKeyLen)
+	MaxKeyLen = 8
+	if _, err := Header("X-Key")(req("GET", "/", "X-Key", "123456789")); !errors.Is(err, ErrInvalidKey) {
+		t.Errorf("MaxKeyLen 8: %v", err)
+	}
+}
+
 func TestKeyRoute(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
 	m := mustNew(t, Config[string]{Key: Route, Policies: []Policy[string]{{Limiter: lim}}})

@@ -60,33 +60,3 @@ func TestFullKeyTableIsOverload(t *testing.T) {
 	}
 }
 
-// DenyWithStatus answers the client's quota with the status the server
-// chose, the headers as for a 429.
-func TestDenyWithStatus(t *testing.T) {
-	clk := newFakeClock()
-	lim := newKeyed[netip.Prefix](t, clk, atomiclimit.PerSecond(1), 1)
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Deny: DenyWithStatus(http.StatusServiceUnavailable),
-		Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}}).Handler(okHandler)
-	do(h, "GET", "/", "192.0.2.1:1")
-	w := do(h, "GET", "/", "192.0.2.1:1")
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
-		t.Fatalf("%d, Retry-After %q; want 503 and 1", w.Code, w.Header().Get("Retry-After"))
-	}
-	var body struct {
-		Type   string
-		Status int
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Type != QuotaExceededType || body.Status != 503 {
-		t.Fatalf("body %s (%v)", w.Body, err)
-	}
-	for _, bad := range []int{200, 399, 600} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("DenyWithStatus(%d) accepted", bad)
-				}
-			}()
-			DenyWithStatus(bad)
-		}()
-	}
-}

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -35,8 +34,8 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 //
 // The status is the server's to choose: a Config.Deny of its own writes any
 // response (some servers answer every limited request 503 "busy, try
-// later"); the rate-limit headers, Retry-After included, are already set
-// when it runs, and DenyWithStatus writes this body with another status.
+// later"; see the example); the rate-limit headers, Retry-After included,
+// are already set when it runs.
 func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 	b := make([]byte, 0, 256)
 	if d.Err != nil {
@@ -55,24 +54,6 @@ func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 		return
 	}
 	writeQuotaExceeded(w, d, http.StatusTooManyRequests, b)
-}
-
-// DenyWithStatus returns a DenyFunc that answers as DefaultDeny does, with
-// status instead of 429 for the client's quota (an HTTP status from 400 to
-// 599: 503 for servers that tell every limited client "busy, try later").
-// Retry-After and the RateLimit fields are set as for a 429; a denial that
-// is not the client's quota stays a 503.
-func DenyWithStatus(status int) DenyFunc {
-	if status < 400 || status > 599 {
-		panic(fmt.Sprintf("httplimit: DenyWithStatus(%d): not an error status", status))
-	}
-	return func(w http.ResponseWriter, r *http.Request, d Denial) {
-		if d.Err != nil {
-			DefaultDeny(w, r, d)
-			return
-		}
-		writeQuotaExceeded(w, d, status, make([]byte, 0, 256))
-	}
 }
 
 // writeQuotaExceeded writes the quota-exceeded problem for d with status,

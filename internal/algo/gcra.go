@@ -1,7 +1,6 @@
 package algo
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -43,10 +42,8 @@ func (g *GCRA) Quota() Quota {
 
 func (g *GCRA) Layout() Layout { return Layout{Kind: "gcra"} }
 
-// GCRAString describes p, e.g. "gcra 100/1s burst 10".
-func GCRAString(p *gcra.Params) string {
-	return fmt.Sprintf("gcra %v burst %d", p.Limit(), p.Burst())
-}
+// GCRAString describes p, e.g. "100/s, burst 10".
+func GCRAString(p *gcra.Params) string { return DescribeGCRA(p.Limit(), p.Burst()) }
 
 // NewGCRA returns the Algorithm of p.
 func NewGCRA(p gcra.Params) Algorithm { return Word(&GCRA{P: p}) }

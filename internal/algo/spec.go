@@ -40,34 +40,64 @@ const (
 	KindBands
 )
 
-// String describes the spec as configured, e.g. "gcra 100/1s burst 10",
-// "log 100/1m0s", "bands(gcra 20/1s burst 20, fixed 1000/1h0m0s)".
+// String describes the spec as the user wrote it, e.g. "20/s, burst 5",
+// "100/h fixed window", "60/min sliding log", "10000/d rolling by 1h",
+// "20/s, burst 20 and 1000/h fixed window".
 func (s Spec) String() string {
 	switch s.Kind {
 	case KindGCRA:
-		return fmt.Sprintf("gcra %v burst %d", s.Limit, s.Burst)
+		return DescribeGCRA(s.Limit, s.Burst)
 	case KindFixed:
 		if s.UTC {
-			return fmt.Sprintf("fixed %d/%v utc+%v", s.N, s.Period, s.Offset)
+			if s.Offset == 0 {
+				return DescribeWindow(s.N, s.Period, "fixed window, UTC")
+			}
+			return DescribeWindow(s.N, s.Period, "fixed window, UTC+"+Period(s.Offset))
 		}
-		return fmt.Sprintf("fixed %d/%v", s.N, s.Period)
+		return DescribeWindow(s.N, s.Period, "fixed window")
 	case KindAnchored:
-		return fmt.Sprintf("anchored %d/%v", s.N, s.Period)
+		return DescribeWindow(s.N, s.Period, "anchored window")
 	case KindCounter:
-		return fmt.Sprintf("counter %d/%v", s.N, s.Period)
+		return DescribeWindow(s.N, s.Period, "sliding counter")
 	case KindLog:
-		return fmt.Sprintf("log %d/%v", s.N, s.Period)
+		return DescribeWindow(s.N, s.Period, "sliding log")
 	case KindRolling:
-		if s.PerSlice > 0 {
-			return fmt.Sprintf("rolling %d/%v by %v, %d per slice", s.N, s.Period, s.Slice, s.PerSlice)
-		}
-		return fmt.Sprintf("rolling %d/%v by %v", s.N, s.Period, s.Slice)
+		return DescribeRolling(s.N, s.Period, s.Slice, s.PerSlice)
 	case KindBands:
 		parts := make([]string, len(s.Bands))
 		for i, b := range s.Bands {
 			parts[i] = b.String()
 		}
-		return "bands(" + strings.Join(parts, ", ") + ")"
+		return strings.Join(parts, " and ")
 	}
 	return "invalid"
 }
+
+// DescribeGCRA describes a token bucket, e.g. "20/s, burst 5".
+func DescribeGCRA(l gcra.Limit, burst int) string {
+	switch l {
+	case gcra.Unlimited, gcra.DenyAll:
+		return l.String()
+	}
+	return fmt.Sprintf("%v, burst %d", l, burst)
+}
+
+// DescribeWindow describes n per window of length period, e.g.
+// "100/h fixed window".
+func DescribeWindow(n int, period time.Duration, kind string) string {
+	return fmt.Sprintf("%d/%s %s", n, Period(period), kind)
+}
+
+// DescribeRolling describes a rolling window, e.g. "10000/d rolling by 1h,
+// at most 1000 per slice".
+func DescribeRolling(q int, window, slice time.Duration, perSlice int) string {
+	s := DescribeWindow(q, window, "rolling by "+Period(slice))
+	if perSlice > 0 {
+		s += fmt.Sprintf(", at most %d per slice", perSlice)
+	}
+	return s
+}
+
+// Period writes a period as a rate's unit: "s", "min", "h" or "d" for one
+// of them, else the shortest duration ("2s", "15m", "1h30m").
+func Period(d time.Duration) string { return gcra.Per(1, d).String()[2:] }

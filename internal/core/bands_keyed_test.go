@@ -178,6 +178,8 @@ func TestBandsKeyedOptionsAndErrors(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrInvalidRule)
 	_, err = core.NewKeyed[int](core.Bands())
 	assert.ErrorIs(t, err, core.ErrInvalidRule)
+	_, err = core.NewKeyed[int](core.Bands(core.GCRA(gcra.Unlimited, 0)))
+	assert.ErrorIs(t, err, core.ErrInvalidRule, "one Unlimited band is an Unlimited band too")
 
 	clk := newFakeClock()
 	k, err := core.NewKeyed[int](rule, core.WithClock(clk), core.WithSweepInterval(0), core.WithMaxKeys(2, core.RejectNew))
@@ -208,4 +210,18 @@ func TestBandsKeyedAllocatesNothing(t *testing.T) {
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}
+}
+
+// The bands' Quota describes the tightest band, but a key is idle only once
+// every band is: IdleAfter is the longest band's.
+func TestBandsQuotaIdleAfterIsTheLongest(t *testing.T) {
+	k, err := core.NewKeyed[int](core.Bands(core.GCRA(gcra.Every(100*time.Millisecond), 100), core.FixedWindow(5, time.Second)))
+	require.NoError(t, err)
+	defer k.Close()
+	q := k.Quota(1)
+	assert.Equal(t, "bands", q.Kind)
+	assert.Equal(t, 5, q.Limit, "the tightest band: 5 per second")
+	assert.Equal(t, time.Second, q.Window)
+	assert.Equal(t, 10*time.Second, q.IdleAfter, "idle once the bucket of 100 has refilled, 10s on")
+	assert.Equal(t, "1/100ms, burst 100 and 5/s fixed window", q.String)
 }

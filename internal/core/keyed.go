@@ -513,7 +513,7 @@ func (k *Keyed[K]) retier(key K, t *Tier) {
 // Len returns the number of keys held.
 func (k *Keyed[K]) Len() int { return k.m.Len() }
 
-// String describes the default tier's rule, e.g. "gcra 100/1s burst 10".
+// String describes the default tier's rule, e.g. "100/s, burst 10".
 func (k *Keyed[K]) String() string { return k.def.String() }
 
 // Sweep removes every key that is idle now and returns how many it retired.

@@ -155,9 +155,9 @@ func TestKeyedOptions(t *testing.T) {
 		require.Contains(t, err.Error(), "atomiclimit: ")
 	}
 	k := newKeyed[int](t, gcra.PerSecond(10), 5)
-	require.Equal(t, "gcra 10/1s burst 5", k.String())
+	require.Equal(t, "10/s, burst 5", k.String())
 	require.ErrorIs(t, k.SetRule(core.GCRA(gcra.PerSecond(-1), 1)), gcra.ErrInvalidLimit)
-	require.Equal(t, "gcra 10/1s burst 5", k.String(), "a failed SetLimit changes nothing")
+	require.Equal(t, "10/s, burst 5", k.String(), "a failed SetLimit changes nothing")
 }
 
 // RejectNew: a full limiter removes an idle key to admit a new one; with no
@@ -254,7 +254,7 @@ func TestKeyedTiers(t *testing.T) {
 	k := newKeyed[string](t, gcra.Every(time.Second), 1, core.WithClock(clk), core.WithSweepInterval(0))
 	premium, err := k.NewTier(core.GCRA(gcra.Every(time.Second), 5))
 	require.NoError(t, err)
-	require.Equal(t, "gcra 1/1s burst 5", premium.String())
+	require.Equal(t, "1/s, burst 5", premium.String())
 	_, err = k.NewTier(core.GCRA(gcra.Every(0), 5))
 	require.ErrorIs(t, err, gcra.ErrInvalidLimit)
 

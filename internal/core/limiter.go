@@ -197,5 +197,5 @@ func (l *Limiter) SetRule(spec Rule) error {
 	return nil
 }
 
-// String describes the limiter's rule, e.g. "gcra 100/1s burst 10".
+// String describes the limiter's rule, e.g. "100/s, burst 10".
 func (l *Limiter) String() string { return l.rule.Load().spec.String() }

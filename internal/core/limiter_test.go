@@ -82,7 +82,7 @@ func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
 func TestSetLimitKeepsTheTAT(t *testing.T) {
 	clk := newFakeClock()
 	lim := newLimiter(t, gcra.PerSecond(10), 10, core.WithClock(clk)) // T 100ms, span 1s
-	assert.Equal(t, "gcra 10/1s burst 10", lim.String())
+	assert.Equal(t, "10/s, burst 10", lim.String())
 	for i := 0; i < 10; i++ {
 		require.True(t, lim.Allow())
 	}
@@ -91,12 +91,12 @@ func TestSetLimitKeepsTheTAT(t *testing.T) {
 	require.NoError(t, lim.SetRule(core.GCRA(gcra.PerSecond(1), 5)))
 	assert.Equal(t, 4, lim.Peek(0).Remaining)
 	assert.Equal(t, 5*time.Second, lim.Quota().Window)
-	assert.Equal(t, "gcra 1/1s burst 5", lim.String())
+	assert.Equal(t, "1/s, burst 5", lim.String())
 
 	// A bad limit changes nothing.
 	assert.ErrorIs(t, lim.SetRule(core.GCRA(gcra.PerSecond(0), 5)), gcra.ErrInvalidLimit)
 	assert.ErrorIs(t, lim.SetRule(core.GCRA(gcra.PerSecond(1), 0)), gcra.ErrInvalidBurst)
-	assert.Equal(t, "gcra 1/1s burst 5", lim.String())
+	assert.Equal(t, "1/s, burst 5", lim.String())
 
 	// To deny everything from now on, and back.
 	require.NoError(t, lim.SetRule(core.GCRA(gcra.DenyAll, 0)))

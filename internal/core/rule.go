@@ -18,8 +18,8 @@ import (
 // zero value is invalid (ErrInvalidRule).
 type Rule struct{ s algo.Spec }
 
-// String describes the rule as configured, e.g. "gcra 100/1s burst 10",
-// "bands(log 60/1m0s, rolling 10000/24h0m0s by 1h0m0s)".
+// String describes the rule as the user wrote it, e.g. "100/s, burst 10",
+// "10000/d rolling by 1h and 60/min sliding log".
 func (r Rule) String() string { return r.s.String() }
 
 // A Quota describes one limit (see algo.Quota).
@@ -71,6 +71,9 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 				if err != nil {
 					return nil, fmt.Errorf("%w: band 0 (%v): %w", ErrInvalidRule, b, err)
 				}
+				if r.gcra && r.g.IsUnlimited() {
+					return nil, errUnlimitedBand(0)
+				}
 				return r, nil
 			}
 			return nil, fmt.Errorf("%w: Bands with no band", ErrInvalidRule)
@@ -82,10 +85,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 				return nil, fmt.Errorf("%w: band %d (%v): %w", ErrInvalidRule, i, b, err)
 			}
 			if p := algo.Params(a); p != nil && p.IsUnlimited() {
-				// An Unlimited band is never written, so it cannot carry the
-				// proof of the bands' eviction (see algo.Set); it limits
-				// nothing anyway.
-				return nil, fmt.Errorf("%w: band %d is Unlimited: it limits nothing; leave it out", ErrInvalidRule, i)
+				return nil, errUnlimitedBand(i)
 			}
 			algs[i] = a
 		}
@@ -115,6 +115,13 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 	r.q = r.describe()
 	r.maxN = maxN(spec, p)
 	return r, nil
+}
+
+// errUnlimitedBand is the error of Bands with an Unlimited band: it is never
+// written, so it cannot carry the proof of the bands' eviction (see
+// algo.Set), and it limits nothing anyway.
+func errUnlimitedBand(i int) error {
+	return fmt.Errorf("%w: band %d is Unlimited: it limits nothing; leave it out", ErrInvalidRule, i)
 }
 
 // maxN is the largest request a state of spec can ever admit (p: its GCRA
@@ -203,19 +210,24 @@ func compatible(def, r *rule) error {
 func (r *rule) quota() Quota { return r.q }
 
 // describe describes r: its one band's quota, or, for bands, the tightest
-// band's (the one with the least Limit per Window).
+// band's (the one with the least Limit per Window) with the longest time to
+// become idle of them all (a key is idle only once every band is), and the
+// rule as the user wrote it.
 func (r *rule) describe() Quota {
 	q := r.set.Band(0).Quota()
+	idle := q.IdleAfter
 	for i := 1; i < r.set.Len(); i++ {
 		b := r.set.Band(i).Quota()
+		idle = max(idle, b.IdleAfter)
 		// b tighter than q ⇔ b.Limit/b.Window < q.Limit/q.Window.
 		if float64(b.Limit)*float64(q.Window) < float64(q.Limit)*float64(b.Window) {
 			q = b
 		}
 	}
 	if r.set.Len() > 1 {
-		q.Kind, q.String = "bands", r.spec.String()
+		q.Kind = "bands"
 	}
+	q.IdleAfter, q.String = idle, r.spec.String()
 	return q
 }
 

@@ -54,5 +54,5 @@ func (t *Tier) SetRule(spec Rule) error {
 // Quota describes the tier's current rule.
 func (t *Tier) Quota() Quota { return t.cur.Load().quota() }
 
-// String describes the tier's rule, e.g. "gcra 100/1s burst 10".
+// String describes the tier's rule, e.g. "100/s, burst 10".
 func (t *Tier) String() string { return t.cur.Load().spec.String() }

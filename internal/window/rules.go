@@ -1,7 +1,6 @@
 package window
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -65,11 +64,15 @@ func (p *AnchoredParams) Layout() algo.Layout {
 	return algo.Layout{Kind: "anchored", Period: int64(p.gshift), Shift: p.shift}
 }
 
-// String describes p, e.g. "fixed 100/1s".
-func (p *FixedParams) String() string { return fmt.Sprintf("fixed %d/%v", p.limit, p.Period()) }
+// String describes p, e.g. "100/s fixed window".
+func (p *FixedParams) String() string {
+	return algo.DescribeWindow(int(p.limit), p.Period(), "fixed window")
+}
 
-// String describes p, e.g. "counter 100/1s".
-func (p *CounterParams) String() string { return fmt.Sprintf("counter %d/%v", p.limit, p.Period()) }
+// String describes p, e.g. "100/s sliding counter".
+func (p *CounterParams) String() string {
+	return algo.DescribeWindow(int(p.limit), p.Period(), "sliding counter")
+}
 
 // logAlg is the exact sliding log behind the contract: its state is a ring
 // (the first word its head, the rest its N slots).
@@ -146,8 +149,10 @@ func (a *logAlg) Compatible(o algo.Algorithm) bool {
 	return ok && b.p.limit == a.p.limit
 }
 
-// String describes p, e.g. "log 100/1s".
-func (p *LogParams) String() string { return fmt.Sprintf("log %d/%v", p.limit, p.Period()) }
+// String describes p, e.g. "100/s sliding log".
+func (p *LogParams) String() string {
+	return algo.DescribeWindow(p.limit, p.Period(), "sliding log")
+}
 
 // rollingAlg is the rolling window behind the contract: its state is the
 // head and the ring of K slots.
@@ -214,13 +219,12 @@ func (a *rollingAlg) Compatible(o algo.Algorithm) bool {
 	return ok && b.p.slice == a.p.slice && b.p.slices == a.p.slices && b.p.start == a.p.start && b.p.shift == a.p.shift
 }
 
-// String describes p, e.g. "rolling 10000/24h0m0s by 1h0m0s".
+// String describes p, e.g. "10000/d rolling by 1h".
 func (p *RollingParams) String() string {
-	if c := p.PerSlice(); c > 0 {
-		return fmt.Sprintf("rolling %d/%v by %v, %d per slice", p.Limit(), p.Window(), p.Slice(), c)
-	}
-	return fmt.Sprintf("rolling %d/%v by %v", p.Limit(), p.Window(), p.Slice())
+	return algo.DescribeRolling(p.Limit(), p.Window(), p.Slice(), p.PerSlice())
 }
 
-// String describes p, e.g. "anchored 100/1h0m0s".
-func (p *AnchoredParams) String() string { return fmt.Sprintf("anchored %d/%v", p.Limit(), p.Period()) }
+// String describes p, e.g. "100/h anchored window".
+func (p *AnchoredParams) String() string {
+	return algo.DescribeWindow(p.Limit(), p.Period(), "anchored window")
+}
