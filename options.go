@@ -23,8 +23,10 @@ const (
 func WithClock(c Clock) Option { return core.WithClock(c) }
 
 // WithCoarseClock makes a limiter read a process-wide cached time that one
-// ticker advances every millisecond: the cheapest hot path there is, with
-// every decision made up to a tick late (see the README's "Clocks").
+// ticker advances every millisecond: the cheapest hot path there is. An
+// admission is decided on the cached time (up to a tick late, longer while
+// every P is busy); a denial reads the precise clock and decides again, so
+// a lagging ticker costs no admissions.
 func WithCoarseClock() Option { return core.WithCoarseClock() }
 
 // WithMaxKeys bounds a Keyed limiter to n keys (0: no bound), exactly. When

@@ -59,4 +59,3 @@ func TestFullKeyTableIsOverload(t *testing.T) {
 		t.Fatalf("after the wait it was told: %d, want 200", w.Code)
 	}
 }
-

@@ -47,20 +47,23 @@ func WithClock(c Clock) Option {
 // The ticker runs while any coarse limiter is reachable and stops when the
 // last one is garbage collected.
 //
-// The cached time lags real time by δ < CoarseTick while the ticker runs on
-// time. Each decision is then the one the exact limiter would make δ
-// earlier: a client that asks continuously is at most ⌈CoarseTick/T⌉ tokens
-// behind what the exact clock would admit by then (T the emission interval),
-// never ahead, and the lag does not accumulate. For any traffic the bound
-// B + d/T holds on the coarse readings, so over a real-time span of length d
-// at most B + (d + CoarseTick)/T are admitted.
+// The cached time lags real time by δ: under CoarseTick while the ticker
+// runs on time, and by as long as the ticker waits for a P when every P
+// runs work that does not yield (tens of milliseconds). An admission is
+// decided on the cached time, so it is the decision the exact limiter
+// would make δ earlier; for any traffic the bound B + d/T holds on the
+// readings, so over a real-time span of length d at most B + (d + δ)/T are
+// admitted. A denial reads the monotonic clock once, raises the cached time
+// to it (for every coarse limiter), and decides again: a lagging ticker
+// costs denials that clock read, and costs no admissions. A client that
+// asks until it is denied is never behind what the exact clock admits.
+// Reserve and Wait read the precise clock (a wait computed from a lagging
+// time would be waited out for nothing).
 //
-// That holds only if the bucket cannot overflow between two readings, so New
-// and SetRule reject, with ErrCoarseTick, a finite GCRA limit whose
-// (B−1)·T < CoarseTick: between ticks such a bucket would fill up and
-// discard tokens, and admit less than its rate (at T = 1µs and B = 100, a
-// tenth of it). A ticker delayed longer than (B−1)·T (a long stop-the-world
-// pause, a starved CPU) loses the tokens that overflow during the stall.
+// New and SetRule reject, with ErrCoarseTick, a finite GCRA limit whose
+// (B−1)·T < CoarseTick: such a bucket holds less than a tick of tokens, so
+// a client that asks continuously is denied within every tick and pays the
+// precise clock read on most admissions, more than the default clock costs.
 func WithCoarseClock() Option {
 	return optionFunc(func(cfg *config) { cfg.coarse, cfg.clock = true, nil })
 }

@@ -156,10 +156,23 @@ func NewKeyed[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 func (k *Keyed[K]) Allow(key K) bool {
 	now := k.src.Now()
 	ok := k.allow(key, now, 1)
+	if !ok && k.src.IsCoarse() {
+		ok, now = k.allowFresh(key, now, 1)
+	}
 	if k.hook != nil {
 		k.report(key, now, 1, ok)
 	}
 	return ok
+}
+
+// allowFresh decides again, at a fresh reading, a request the coarse clock's
+// reading now denied (see timebase.Source.Refresh): a lagging ticker costs
+// a denial one precise clock read, and no admissions.
+func (k *Keyed[K]) allowFresh(key K, now int64, n int) (bool, int64) {
+	if t, later := k.src.Refresh(now); later {
+		return k.allow(key, t, n), t
+	}
+	return false, now
 }
 
 // AllowN reports whether key may have n events at now, and takes them if
@@ -260,7 +273,13 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 // apart (ErrTooManyKeys). A key whose rule is Unlimited is admitted even
 // then: it needs no state.
 func (k *Keyed[K]) Decide(key K, n int) gcra.Decision {
-	d, full := k.decide(key, k.src.Now(), n)
+	now := k.src.Now()
+	d, full := k.decide(key, now, n)
+	if !d.Allowed && k.src.IsCoarse() {
+		if t, later := k.src.Refresh(now); later {
+			d, full = k.decide(key, t, n) // see allowFresh
+		}
+	}
 	if k.hook != nil {
 		return k.reportDecision(n, d, full)
 	}

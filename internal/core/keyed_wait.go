@@ -9,7 +9,7 @@ import (
 
 // Reserve is shorthand for ReserveN(key, clock.Now(), 1).
 func (k *Keyed[K]) Reserve(key K) (*Reservation, error) {
-	return k.reservePtr(key, k.src.Now(), 1)
+	return k.reservePtr(key, k.src.Precise(), 1)
 }
 
 // ReserveN reserves n tokens of key at now, as Limiter.ReserveN does. A new
@@ -56,7 +56,7 @@ func (k *Keyed[K]) Wait(ctx context.Context, key K) error { return k.WaitN(ctx, 
 // WaitN blocks until key has n tokens and takes them, as Limiter.WaitN does.
 // A new key that a full limiter refuses fails at once with ErrTooManyKeys.
 func (k *Keyed[K]) WaitN(ctx context.Context, key K, n int) error {
-	return k.waitN(ctx, key, n, k.src.Now(), newRealTimer)
+	return k.waitN(ctx, key, n, k.src.Precise(), newRealTimer)
 }
 
 func (k *Keyed[K]) waitN(ctx context.Context, key K, n int, now int64, timer newTimer) error {

@@ -73,8 +73,9 @@ func newSource[T any](cfg *config, owner *T) timebase.Source {
 }
 
 // ErrCoarseTick is returned for a GCRA rule on the coarse clock whose
-// (burst−1)·interval is shorter than CoarseTick: its bucket would overflow
-// between ticks and admit less than its rate (see WithCoarseClock).
+// (burst−1)·interval is shorter than CoarseTick: its bucket holds less than
+// a tick of tokens, and most admissions would pay a precise clock read (see
+// WithCoarseClock).
 var ErrCoarseTick = errors.New("atomiclimit: (burst-1)·interval is shorter than the coarse clock's tick")
 
 // ErrOption is returned for an option given to a limiter it does not apply
@@ -100,13 +101,29 @@ func (l *Limiter) Allow() bool {
 	// The GCRA path by hand (Bucket.AllowN's first attempt inlines here),
 	// as in AllowN: a call less on the hottest path there is.
 	r, now := l.rule.Load(), l.src.Now()
+	var ok, settled bool
 	if !r.gcra || r.g.IsUnlimited() {
-		return l.allowGeneric(r, now, 1)
+		ok = l.allowGeneric(r, now, 1)
+	} else if ok, settled = l.cell.tryAllowN(&r.g, now, 1); !settled {
+		ok = l.cell.allowContended(&r.g, now, 1)
 	}
-	if ok, settled := l.cell.tryAllowN(&r.g, now, 1); settled {
-		return ok
+	if !ok && l.src.IsCoarse() {
+		return l.allowFresh(now)
 	}
-	return l.cell.allowContended(&r.g, now, 1)
+	return ok
+}
+
+// allowFresh decides again, at a fresh reading, one event the coarse clock's
+// reading now denied (see Keyed.allowFresh).
+func (l *Limiter) allowFresh(now int64) bool {
+	if t, later := l.src.Refresh(now); later {
+		r := l.rule.Load()
+		if r.gcra && !r.g.IsUnlimited() {
+			return l.cell.AllowN(&r.g, t, 1)
+		}
+		return l.allowGeneric(r, t, 1)
+	}
+	return false
 }
 
 // AllowN reports whether n events may happen at now, and takes them if so.
@@ -142,7 +159,16 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
 // Decide is Allow for n events with the whole decision: remaining,
 // retry-after, reset-after and time to the next event. Decide is shorthand
 // for DecideAt(clock.Now(), n).
-func (l *Limiter) Decide(n int) gcra.Decision { return l.decide(l.src.Now(), n, false) }
+func (l *Limiter) Decide(n int) gcra.Decision {
+	now := l.src.Now()
+	d := l.decide(now, n, false)
+	if !d.Allowed && l.src.IsCoarse() {
+		if t, later := l.src.Refresh(now); later {
+			d = l.decide(t, n, false) // see allowFresh
+		}
+	}
+	return d
+}
 
 // DecideAt is Decide at the given time.
 func (l *Limiter) DecideAt(now time.Time, n int) gcra.Decision {

@@ -29,7 +29,7 @@ type Reservation struct {
 
 // Reserve is shorthand for ReserveN(clock.Now(), 1).
 func (l *Limiter) Reserve() (*Reservation, error) {
-	return l.reservePtr(l.src.Now(), 1)
+	return l.reservePtr(l.src.Precise(), 1)
 }
 
 // ReserveN reserves n tokens at now, however long (up to gcra.MaxWait)

@@ -109,6 +109,11 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		}
 	}
 	d, r, full := k.take(key, now, n)
+	if !d.Allowed && k.src.IsCoarse() {
+		if t, later := k.src.Refresh(now); later {
+			d, r, full = k.take(key, t, n) // see allowFresh
+		}
+	}
 	if k.hook != nil {
 		k.reportDecision(n, d, full)
 	}

@@ -30,7 +30,7 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 // WithClock, the deadline is compared with the injected clock's time, as
 // x/time/rate does.
 func (l *Limiter) WaitN(ctx context.Context, n int) error {
-	return l.waitN(ctx, n, l.src.Now(), newRealTimer)
+	return l.waitN(ctx, n, l.src.Precise(), newRealTimer)
 }
 
 // newTimer abstracts time.NewTimer so tests can fire timers by hand.

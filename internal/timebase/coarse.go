@@ -12,10 +12,10 @@ const CoarseTick = time.Millisecond
 // coarseClock is one cached reading of time.Since(processEpoch), advanced by
 // one ticker goroutine that runs only while some Source holds a reference.
 //
-// Invariant: the reading only grows. It is stored by the ticker goroutine or,
-// while no goroutine runs, by acquire under mu; release joins the goroutine
-// before returning, so two writers never overlap, and each stores a fresh
-// monotonic reading, which is at least every earlier one.
+// Invariant: the reading only grows. Every writer raises it to a fresh
+// monotonic reading with a CompareAndSwap that never lowers it: the ticker
+// goroutine, acquire (under mu, before any Source reads it), and a denial
+// that refreshes it (Source.Refresh).
 type coarseClock struct {
 	now atomic.Int64
 
@@ -48,7 +48,7 @@ func (c *coarseClock) acquire() {
 	}
 	// First reference: publish a fresh reading before any Source can read
 	// it, then start the ticker.
-	c.now.Store(int64(time.Since(processEpoch)))
+	raise(&c.now, int64(time.Since(processEpoch)))
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go c.run(c.stop, c.done)
 }
@@ -73,7 +73,19 @@ func (c *coarseClock) run(stop, done chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			c.now.Store(int64(time.Since(processEpoch)))
+			raise(&c.now, int64(time.Since(processEpoch)))
+		}
+	}
+}
+
+// raise makes *p at least t.
+func raise(p *atomic.Int64, t int64) {
+	for {
+		// Fails only if another writer raised it meanwhile; the retry sees
+		// the larger reading.
+		cur := p.Load()
+		if cur >= t || p.CompareAndSwap(cur, t) {
+			return
 		}
 	}
 }
@@ -86,7 +98,8 @@ func CoarseRunning() bool {
 }
 
 // ManualCoarse returns a Source in coarse mode that reads now, which the
-// caller advances: tests use it to drive the coarse path tick by tick.
-func ManualCoarse(now *atomic.Int64) Source {
-	return Source{mode: modeCoarse, coarse: now, epoch: processEpoch}
+// caller advances, and refreshes it from fresh: tests use it to drive the
+// coarse path tick by tick.
+func ManualCoarse(now *atomic.Int64, fresh func() int64) Source {
+	return Source{mode: modeCoarse, coarse: now, fresh: fresh, epoch: processEpoch}
 }

@@ -38,6 +38,7 @@ const (
 type Source struct {
 	mode   mode
 	coarse *atomic.Int64 // modeCoarse: the cached reading, on processEpoch's base
+	fresh  func() int64  // modeCoarse: a precise reading for Refresh (nil: time.Since(epoch))
 	clock  Clock         // modeClock
 	epoch  time.Time     // processEpoch, or the injected clock's time at construction
 }
@@ -62,6 +63,39 @@ func (s *Source) precise() int64 {
 		return gcra.Nanos(s.clock.Now().Sub(s.epoch))
 	}
 	return gcra.Nanos(time.Since(s.epoch))
+}
+
+// Refresh is for a decision at now, read from s, that was denied: for a
+// coarse Source it reads the monotonic clock, raises the shared coarse
+// reading to it, and returns it with true if it is later than now (the
+// caller then decides again). The coarse reading lags whenever the ticker
+// goroutine waits for a P (up to tens of milliseconds when every P runs
+// work that does not yield); a denial is where a lag costs admissions, so
+// a denial pays one precise clock read to end it, and an admission pays
+// nothing. For the other sources it returns now and false.
+func (s *Source) Refresh(now int64) (int64, bool) {
+	if s.mode != modeCoarse {
+		return now, false
+	}
+	var t int64
+	if s.fresh != nil {
+		t = s.fresh()
+	} else {
+		t = int64(time.Since(s.epoch))
+	}
+	raise(s.coarse, t)
+	return t, t > now
+}
+
+// Precise is Now, but for a coarse Source a fresh reading (Refresh's): for
+// the calls that turn a reading into a wait (Reserve, Wait), where a lagging
+// reading would be waited out for nothing.
+func (s *Source) Precise() int64 {
+	now := s.Now()
+	if t, later := s.Refresh(now); later {
+		return t
+	}
+	return now
 }
 
 // IsCoarse reports whether s reads the coarse clock.
