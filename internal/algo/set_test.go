@@ -316,3 +316,39 @@ func TestSetFloorsCarryOver(t *testing.T) {
 type zeroClock struct{}
 
 func (zeroClock) Now() int64 { return 0 }
+
+// interposed is a band's WordRule that, on its second decision (the set
+// checks every band, then takes), first lets another request through: the
+// interleaving in which a request passes every band's check, takes from the
+// first band, and finds the second band's last token taken by another
+// request that also took from the first band after it.
+type interposed struct {
+	algo.WordRule
+	calls int
+	other func()
+}
+
+func (r *interposed) Admit(state uint64, now int64, n int) (uint64, bool) {
+	if r.calls++; r.calls == 2 {
+		r.other()
+	}
+	return r.WordRule.Admit(state, now, n)
+}
+
+// A request that the second band denies at its take gives back what the
+// first band (GCRA) took, although another request took from that band in
+// between: the first band holds exactly the other request's admission.
+func TestSetGivesBackPastALaterAdmission(t *testing.T) {
+	p, err := window.NewFixedParams(1, time.Hour, 0)
+	require.NoError(t, err)
+	fixed := &interposed{WordRule: &p}
+	ss := newSetState(t, gcraBand(t, gcra.Every(time.Second), 10), algo.Word(fixed))
+	other, err := algo.NewSet(zeroClock{}, gcraBand(t, gcra.Every(time.Second), 10), window.FixedAlgorithm(p))
+	require.NoError(t, err)
+	fixed.other = func() {
+		require.True(t, other.Admit(ss.st, 0, 1), "the other request takes from both bands")
+	}
+	require.False(t, ss.set.Admit(ss.st, 0, 1), "the second band's token went to the other request")
+	d := ss.set.Band(0).Decide(ss.set.Sub(ss.st, 0), 0, 0, true)
+	assert.Equal(t, 9, d.Remaining, "the first band holds the other request's token only")
+}

@@ -69,3 +69,14 @@ func (k *Keyed[K]) Nanos(t time.Time) int64 { return k.src.At(t) }
 
 // SweeperDone returns the channel closed when k's sweeper has stopped.
 func (k *Keyed[K]) SweeperDone() <-chan struct{} { return k.st.Done() }
+
+// BandRemaining returns what band i of key's rule has left now (-1 if the
+// limiter does not hold key).
+func (k *Keyed[K]) BandRemaining(key K, i int) int {
+	c, ok := k.m.Load(key)
+	if !ok {
+		return -1
+	}
+	r, st := c.rule(), k.cells.state(c)
+	return r.set.Band(i).Decide(r.set.Sub(st, i), k.src.Now(), 0, true).Remaining
+}
