@@ -43,7 +43,6 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 type (
@@ -51,59 +50,19 @@ type (
 	Limit = gcra.Limit
 	// Decision is the whole outcome of one request (see gcra.Decision).
 	Decision = gcra.Decision
-	// Rule names an algorithm and its parameters: GCRA, FixedWindow,
-	// FixedWindowUTC, AnchoredWindow, SlidingCounter, SlidingLog, Rolling or
-	// Bands. The zero Rule is invalid.
-	Rule = core.Rule
-	// Quota describes a rule for headers and logs: its kind, the most it
-	// admits in one window, and the window.
-	Quota = core.Quota
-	// Keyed is a limiter with one state per key.
-	Keyed[K comparable] = core.Keyed[K]
-	// Limiter is a single-key limiter.
-	Limiter = core.Limiter
-	// Reservation holds tokens of a GCRA limiter promised for later (see
-	// Limiter.ReserveN): the leaky bucket's pacing.
-	Reservation = core.Reservation
-	// Tier is a rule shared by some keys of a Keyed limiter.
-	Tier = core.Tier
-	// Stats counts what a Keyed limiter has done.
-	Stats = core.Stats
-	// FullPolicy says what a full Keyed limiter does with a new key.
-	FullPolicy = core.FullPolicy
-	// Option configures a limiter.
-	Option = core.Option
-	// Clock tells the time (for WithClock).
-	Clock = core.Clock
-	// Hook observes decisions and evictions, for metrics (see WithHook).
-	Hook = core.Hook
-	// NopHook implements Hook and does nothing; embed it to implement only
-	// some of the methods.
-	NopHook = core.NopHook
 )
 
 // NewKeyed returns a limiter that gives every key a GCRA bucket of limit and
 // burst. It is shorthand for NewKeyedRule(GCRA(limit, burst), opts...).
 func NewKeyed[K comparable](limit Limit, burst int, opts ...Option) (*Keyed[K], error) {
-	return core.NewKeyed[K](core.GCRA(limit, burst), opts...)
-}
-
-// NewKeyedRule returns a limiter that holds every key to rule, unless a tier
-// says otherwise. Unless WithSweepInterval(0) is given, it starts a
-// background sweeper that removes idle keys; Close stops it, and so does the
-// garbage collector once the limiter is unreachable.
-func NewKeyedRule[K comparable](rule Rule, opts ...Option) (*Keyed[K], error) {
-	return core.NewKeyed[K](rule, opts...)
+	return NewKeyedRule[K](GCRA(limit, burst), opts...)
 }
 
 // New returns a single-key GCRA limiter. It is shorthand for
 // NewRule(GCRA(limit, burst), opts...).
 func New(limit Limit, burst int, opts ...Option) (*Limiter, error) {
-	return core.New(core.GCRA(limit, burst), opts...)
+	return NewRule(GCRA(limit, burst), opts...)
 }
-
-// NewRule returns a single-key limiter of rule.
-func NewRule(rule Rule, opts ...Option) (*Limiter, error) { return core.New(rule, opts...) }
 
 // Per returns n events per period.
 func Per(n int, period time.Duration) Limit { return gcra.Per(n, period) }

@@ -1,8 +1,9 @@
 package atomiclimit
 
 import (
+	"errors"
+
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 // The errors of this module, for errors.Is. The constructors and SetRule
@@ -18,31 +19,42 @@ var (
 	// which; package gcra has a sentinel for each of its own.
 	ErrInvalidLimit = gcra.ErrInvalidLimit
 	// ErrInvalidRule: the zero Rule, or Bands that nest, hold an Unlimited
-	// band, or put a SlidingLog band anywhere but last.
-	ErrInvalidRule = core.ErrInvalidRule
-	// ErrIncompatible: a tier's or a key's rule of another algorithm or
-	// window than the limiter's.
-	ErrIncompatible = core.ErrIncompatible
-	// ErrCoarseTick: a GCRA rule whose (burst−1)·interval is shorter than
-	// the coarse clock's tick (WithCoarseClock).
-	ErrCoarseTick = core.ErrCoarseTick
+	// band, or put a SlidingLog band anywhere but last; a band's own error
+	// is wrapped too.
+	ErrInvalidRule = errors.New("atomiclimit: invalid rule")
+	// ErrIncompatible: a rule that would replace another on states the
+	// other wrote but reads them differently: a tier's or a key's rule of
+	// another algorithm or window than the limiter's (a tier or a key may
+	// change a window's count, not its length).
+	ErrIncompatible = errors.New("atomiclimit: rule incompatible with the limiter's")
+	// ErrCoarseTick: a GCRA rule on the coarse clock whose
+	// (burst−1)·interval is shorter than CoarseTick: its bucket holds less
+	// than a tick of tokens, and most admissions would pay a precise clock
+	// read (see WithCoarseClock).
+	ErrCoarseTick = errors.New("atomiclimit: (burst-1)·interval is shorter than the coarse clock's tick")
 	// ErrOption: a keyed option given to a single-key limiter, or an option
 	// with a value that makes no sense (a negative key bound, an unknown
 	// FullPolicy).
-	ErrOption = core.ErrOption
+	ErrOption = errors.New("atomiclimit: invalid option")
 	// ErrInvalidN: Reserve or Wait for n < 0 tokens.
 	ErrInvalidN = gcra.ErrInvalidN
 	// ErrExceedsBurst: Reserve or Wait for more than the burst: never
 	// admitted.
 	ErrExceedsBurst = gcra.ErrExceedsBurst
-	// ErrDeadline: Wait's tokens would come after the context's deadline.
-	ErrDeadline = core.ErrDeadline
+	// ErrDeadline: Wait's tokens would come after the context's deadline;
+	// it consumed nothing.
+	ErrDeadline = errors.New("atomiclimit: wait would exceed the context deadline")
 	// ErrTooManyKeys: Take, Reserve or Wait for a new key that a full
-	// limiter with RejectNew refuses: the limiter's capacity, not the key's
-	// quota.
-	ErrTooManyKeys = core.ErrTooManyKeys
-	// ErrFallback: wrapped by the error of a limiter whose decision another
-	// limiter made, on a state of its own (a remote limiter's local fallback
-	// during an outage); a door takes the decision as the policy's.
-	ErrFallback = core.ErrFallback
+	// limiter with RejectNew refuses (Take returns the refusal's decision,
+	// whose RetryAfter is when the limiter may have room): the limiter's
+	// capacity, not the key's quota. A door answers it 503 Service
+	// Unavailable, gRPC Unavailable.
+	ErrTooManyKeys = errors.New("atomiclimit: too many keys")
+	// ErrFallback is wrapped by the error of a limiter that could not
+	// decide on a key's own state but had another limiter decide instead (a
+	// remote limiter's local fallback during an outage): the decision is
+	// that limiter's, on a state of its own. A door reports the error and
+	// takes the decision as the policy's: a denial is the policy's 429, not
+	// a 503.
+	ErrFallback = errors.New("atomiclimit: decided by a fallback limiter")
 )

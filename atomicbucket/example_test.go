@@ -20,7 +20,7 @@ func ExampleBucket_AllowN() {
 	fmt.Println(conns[0].AllowN(&p, now, 1), conns[0].AllowN(&p, now, 1), conns[0].AllowN(&p, now, 1))
 	fmt.Println(conns[1].AllowN(&p, now, 2))
 	now += int64(100 * time.Millisecond)
-	fmt.Println(conns[0].AllowN(&p, now, 1), conns[0].DecideN(&p, now, 1).RetryAfter)
+	fmt.Println(conns[0].AllowN(&p, now, 1), conns[0].PeekN(&p, now, 1).RetryAfter)
 	// Output:
 	// true true false
 	// true

@@ -14,7 +14,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
-	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
@@ -77,7 +76,7 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		return nil, fmt.Errorf("redisgcra: %w", err)
 	}
 	k.Close()
-	spec := core.SpecOf(rule)
+	spec, _ := algo.SpecOf(rule)
 	if spec.Kind == algo.KindBands && len(spec.Bands) == 1 {
 		spec = spec.Bands[0] // one band is that band, as in process
 	}

@@ -58,19 +58,19 @@ type Algorithm interface {
 	// Admits reports whether Admit would admit n at now. Loads only.
 	Admits(s State, now int64, n int) bool
 	// Admit decides a request for n at now and records it if admitted. It
-	// returns the word it stored (a Taken's Word, for GiveBack). n = 0 is
+	// returns the word it stored (a Taken's Word, for Refund). n = 0 is
 	// an admitted peek that records nothing; n < 0, or n larger than the
 	// algorithm can ever admit, is denied.
 	Admit(s State, now int64, n int) (stored uint64, ok bool)
 	// Decide is Admit with the whole decision; with peek it records nothing
 	// and describes the state after the hypothetical admission.
 	Decide(s State, now int64, n int, peek bool) gcra.Decision
-	// GiveBack gives back the n of the admission taken, as far as the
+	// Refund gives back the n of the admission taken, as far as the
 	// state still counts it, reading clk after it loads the state; it never
 	// creates quota (see each algorithm and Stripe). It reports whether it
 	// gave anything back. An algorithm that cannot give back (the log)
 	// returns false, and a Set allows it only as its last member.
-	GiveBack(s State, taken Taken, clk Clock, n int) bool
+	Refund(s State, taken Taken, clk Clock, n int) bool
 	// Idle reports the mark for Retire, the time from which the state is
 	// idle, the floor a replacement must start from, and whether the state
 	// is idle at now. live is false for a retired state.
@@ -89,10 +89,10 @@ type Algorithm interface {
 }
 
 // A Taker is an Algorithm that can return, with an admission's decision,
-// what its GiveBack needs: the one-word algorithms and the rolling window.
+// what its Refund needs: the one-word algorithms and the rolling window.
 // The log cannot give back and is not a Taker.
 type Taker interface {
-	// Take is Decide without peek that also returns what GiveBack needs,
+	// Take is Decide without peek that also returns what Refund needs,
 	// the zero Taken when it stored nothing (a denial, a peek).
 	Take(s State, now int64, n int) (gcra.Decision, Taken)
 }

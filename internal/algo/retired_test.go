@@ -52,8 +52,8 @@ func TestRetiredDeniesEverything(t *testing.T) {
 					t.Errorf("%v burst %d: Decide(RetiredTAT, %d, %d) = %d, %+v", lb.limit, lb.burst, now, n, next, d)
 				}
 			}
-			if _, _, ok := p.GiveBack(RetiredTAT, now, RetiredTAT, now, 1, true); ok {
-				t.Errorf("%v: GiveBack against RetiredTAT gave back", lb.limit)
+			if _, _, ok := p.Refund(RetiredTAT, now, RetiredTAT, now, 1, true); ok {
+				t.Errorf("%v: Refund against RetiredTAT gave back", lb.limit)
 			}
 		}
 		// The largest state an admission can store stays below RetiredTAT.

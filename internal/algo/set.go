@@ -27,7 +27,7 @@ var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (th
 // turn. If a band that passed the check denies now (another goroutine took
 // its last quota in between), the bands already taken from are given back,
 // last first, and the request is denied. A give-back never creates quota
-// (each algorithm's GiveBack says why, and Stripe), and a band that cannot
+// (each algorithm's Refund says why, and Stripe), and a band that cannot
 // give back (the log) is allowed only last: when it is reached every other
 // band has admitted, and nothing after it can deny.
 //
@@ -147,7 +147,7 @@ func (s *Set) admitOne(st State, now int64, n int) bool {
 	return ok
 }
 
-// take admits n at now on band i and returns what its GiveBack needs.
+// take admits n at now on band i and returns what its Refund needs.
 func (s *Set) take(st State, i int, now int64, n int) (Taken, bool) {
 	if r := s.rule[i]; r != nil {
 		w := s.word(st, i)
@@ -179,7 +179,7 @@ func (s *Set) takeAll(st State, now int64, n int) bool {
 		t, ok := s.take(st, i, now, n)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
-				s.algs[j].GiveBack(s.Sub(st, j), taken[j], s.clk, n)
+				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
 			}
 			return false
 		}
@@ -235,7 +235,7 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 	return d, band
 }
 
-// Take is Decide without peek that also returns what GiveBackTaken needs to
+// Take is Decide without peek that also returns what RefundTaken needs to
 // give the admission back: for a set of one band that is a Taker, its
 // Taken; otherwise the zero Taken, nothing to give back (the log cannot
 // give back, and several bands would need a Taken per band).
@@ -252,18 +252,18 @@ func (s *Set) Take(st State, now int64, n int) (gcra.Decision, Taken) {
 	return d, Taken{}
 }
 
-// GiveBackTaken gives back the n of an admission for which Take returned
-// taken, as far as the state still counts it (the band's GiveBack says
+// RefundTaken gives back the n of an admission for which Take returned
+// taken, as far as the state still counts it (the band's Refund says
 // how), and reports whether it gave anything back. Like every give-back it
 // never creates quota.
-func (s *Set) GiveBackTaken(st State, taken Taken, n int) bool {
+func (s *Set) RefundTaken(st State, taken Taken, n int) bool {
 	if taken == (Taken{}) || len(s.algs) != 1 {
 		return false
 	}
 	if r := s.rule[0]; r != nil {
-		return GiveBackWord(st.Word, r, taken, s.clk, n)
+		return RefundWord(st.Word, r, taken, s.clk, n)
 	}
-	return s.algs[0].GiveBack(st, taken, s.clk, n)
+	return s.algs[0].Refund(st, taken, s.clk, n)
 }
 
 // snapshot is step 1 of a removal (see Set): each band's Idle, the last

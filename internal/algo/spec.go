@@ -101,3 +101,9 @@ func DescribeRolling(q int, window, slice time.Duration, perSlice int) string {
 // Period writes a period as a rate's unit: "s", "min", "h" or "d" for one
 // of them, else the shortest duration ("2s", "15m", "1h30m").
 func Period(d time.Duration) string { return gcra.Per(1, d).String()[2:] }
+
+// SpecOf returns the spec of an atomiclimit.Rule (false for anything else),
+// for the remote limiters of the nested modules. Package atomiclimit sets it
+// when it is initialised; the Spec's Bands, if any, is the rule's own slice:
+// read it, do not modify it.
+var SpecOf func(rule any) (Spec, bool)

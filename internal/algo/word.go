@@ -16,11 +16,11 @@ type WordRule interface {
 	Admit(state uint64, now int64, n int) (next uint64, ok bool)
 	// Decide is Admit with the whole decision, describing next.
 	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
-	// GiveBack takes back the n of the admission taken from state, at now
+	// Refund takes back the n of the admission taken from state, at now
 	// (a clock reading after state was loaded), with alone as
-	// gcra.Params.GiveBack has it: the state to store, whether storing it
+	// gcra.Params.Refund has it: the state to store, whether storing it
 	// moves other admissions (only GCRA's can), and whether there is one.
-	GiveBack(state uint64, taken Taken, now int64, n int, alone bool) (back uint64, shifts, ok bool)
+	Refund(state uint64, taken Taken, now int64, n int, alone bool) (back uint64, shifts, ok bool)
 	// Idle reports when state becomes idle, the floor a replacement starts
 	// from, and whether it is idle at now.
 	Idle(state uint64, now int64) (from int64, floor uint64, idle bool)
@@ -83,7 +83,7 @@ func (w word) Take(s State, now int64, n int) (gcra.Decision, Taken) {
 
 // TakeWord is AdmitWord with the whole decision: it decides n at now on the
 // word at p, stores the next word if n is admitted, and returns the decision
-// and what GiveBack needs, the zero Taken if it stored nothing (a denial, a
+// and what Refund needs, the zero Taken if it stored nothing (a denial, a
 // peek, Unlimited).
 func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, Taken) {
 	ep := epochFor(p, r)
@@ -113,26 +113,26 @@ func epochFor(p *atomic.Uint64, r WordRule) uint64 {
 	return 0
 }
 
-func (w word) GiveBack(s State, taken Taken, clk Clock, n int) bool {
-	return GiveBackWord(s.Word, w.r, taken, clk, n)
+func (w word) Refund(s State, taken Taken, clk Clock, n int) bool {
+	return RefundWord(s.Word, w.r, taken, clk, n)
 }
 
-// GiveBackWord is the give-back of a WordRule on the word at p: GiveBackLoop
-// with the rule's GiveBack.
-func GiveBackWord(p *atomic.Uint64, r WordRule, taken Taken, clk Clock, n int) bool {
-	return GiveBackLoop(p, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
-		return r.GiveBack(old, taken, now, n, alone)
+// RefundWord is the give-back of a WordRule on the word at p: RefundLoop
+// with the rule's Refund.
+func RefundWord(p *atomic.Uint64, r WordRule, taken Taken, clk Clock, n int) bool {
+	return RefundLoop(p, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
+		return r.Refund(old, taken, now, n, alone)
 	})
 }
 
-// GiveBackLoop runs one give-back on the word at p: under its Stripe's
+// RefundLoop runs one give-back on the word at p: under its Stripe's
 // lock, a load, a clock reading, give, and a CompareAndSwap of what give
 // returns, until give has nothing to store or the CompareAndSwap succeeds.
 // give receives the word, the time (the later of clk's reading and the
 // admission's own: a caller that stamped the admission ahead of the clock
 // keeps its timeline) and whether the give-back is alone (see Stripe). A
 // zero taken gives back nothing.
-func GiveBackLoop(p *atomic.Uint64, taken Taken, clk Clock, give func(old uint64, now int64, alone bool) (back uint64, shifts, ok bool)) bool {
+func RefundLoop(p *atomic.Uint64, taken Taken, clk Clock, give func(old uint64, now int64, alone bool) (back uint64, shifts, ok bool)) bool {
 	if taken == (Taken{}) {
 		return false
 	}

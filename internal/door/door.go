@@ -1,6 +1,6 @@
 // Package door is what the doors (httplimit, grpclimit) share: a request
 // checked against a stack of policies at once, each an
-// core.KeyedLimiter, all or nothing. It knows nothing of HTTP or
+// atomiclimit.KeyedLimiter, all or nothing. It knows nothing of HTTP or
 // gRPC: a door keys the request, asks Decide, and turns the outcomes into
 // its own headers, statuses and hook events.
 package door
@@ -12,8 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/core"
 )
 
 // ErrStack is wrapped by NewStack's errors; a door wraps it in its own
@@ -27,11 +27,11 @@ const MaxPolicies = 8
 type Policy[K comparable] struct {
 	Name    string
 	Names   []string // {Name}: a verdict's Violated for this policy alone, not built per denial
-	Limiter core.KeyedLimiter[K]
+	Limiter atomiclimit.KeyedLimiter[K]
 }
 
 // NewPolicy returns the policy name enforced by lim.
-func NewPolicy[K comparable](name string, lim core.KeyedLimiter[K]) *Policy[K] {
+func NewPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K]) *Policy[K] {
 	return &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
 }
 
@@ -82,7 +82,7 @@ func NewStack[K comparable](pols []*Policy[K]) (*Stack[K], error) {
 // An Outcome is what one policy made of a request.
 type Outcome struct {
 	D       gcra.Decision
-	Receipt core.Receipt
+	Receipt atomiclimit.Receipt
 	Err     error
 	Kind    Kind
 }
@@ -154,7 +154,7 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 		p, o := s.Policies[j], &out[j]
 		d, rc, err := p.Limiter.Take(ctx, key, n)
 		o.D, o.Receipt = d, rc
-		if err != nil && errors.Is(err, core.ErrFallback) && !callerDone(ctx) {
+		if err != nil && errors.Is(err, atomiclimit.ErrFallback) && !callerDone(ctx) {
 			// Another limiter decided on a state of its own: report the
 			// outage, and take its decision as the policy's.
 			o.Err = err
@@ -164,7 +164,7 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 			err = nil
 		}
 		switch {
-		case err != nil && errors.Is(err, core.ErrTooManyKeys):
+		case err != nil && errors.Is(err, atomiclimit.ErrTooManyKeys):
 			o.Kind, o.Err = Full, err
 			s.giveBack(ctx, out, i, key, n, onError)
 			return Overloaded, j
@@ -218,7 +218,7 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 		o := &out[j]
 		// An admission, or an outage policy's (a remote limiter's local
 		// fallback) that has a receipt: both were charged somewhere.
-		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == (core.Receipt{}) {
+		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == (atomiclimit.Receipt{}) {
 			continue
 		}
 		ok, err := s.Policies[j].Limiter.Refund(ctx, key, n, o.Receipt)

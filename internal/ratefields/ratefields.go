@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/core"
 	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
@@ -28,7 +28,7 @@ const tableMax = 128
 // and rebuilt when the quota the limiter reports changes (SetRule, a key on
 // another tier). It never changes once built.
 type Fields struct {
-	Quota   core.Quota
+	Quota   atomiclimit.Quota
 	Limited bool   // false for Unlimited: no quota to describe, no fields
 	Q       int    // the advertised quota (see Advertise)
 	Limit   string // Q in decimal
@@ -39,7 +39,7 @@ type Fields struct {
 
 // NewFields returns the fields of the policy name (printable ASCII: see
 // ValidString) under quota; unit, if not empty, is its qu parameter.
-func NewFields(quota core.Quota, name, unit string) *Fields {
+func NewFields(quota atomiclimit.Quota, name, unit string) *Fields {
 	f := &Fields{Quota: quota, Limited: quota.Limit != math.MaxInt}
 	if !f.Limited {
 		return f
@@ -74,7 +74,7 @@ func NewFields(quota core.Quota, name, unit string) *Fields {
 // window of 1ms and is advertised q=1000;w=1, not q=1;w=1. The quota is
 // never below the limit's own (a full burst is admitted at once). A window
 // that is already whole seconds is advertised as it is.
-func Advertise(quota core.Quota) (q int, w int64) {
+func Advertise(quota atomiclimit.Quota) (q int, w int64) {
 	q, w = sfInt(uint64(max(quota.Limit, 0))), max(CeilSeconds(quota.Window), 1)
 	if q <= 0 || quota.Window <= 0 {
 		return q, w
@@ -307,7 +307,7 @@ func (c *Cache) Init(name, unit string) { c.name, c.unit = name, unit }
 // For returns the fields of quota q, built once per quota and kept: keys on
 // several tiers alternate, and each quota's fields are built once, not
 // rebuilt whenever the quota differs from the last request's.
-func (c *Cache) For(q core.Quota) *Fields {
+func (c *Cache) For(q atomiclimit.Quota) *Fields {
 	if f := c.f.Load(); f != nil && f.describes(q) {
 		return f
 	}
@@ -322,13 +322,13 @@ func (c *Cache) For(q core.Quota) *Fields {
 // describes reports whether f are the fields of q: the fields depend on a
 // quota's Limit and Window only, two integer comparisons (the whole Quota
 // would compare its two strings as well, on every request).
-func (f *Fields) describes(q core.Quota) bool {
+func (f *Fields) describes(q atomiclimit.Quota) bool {
 	return f.Quota.Limit == q.Limit && f.Quota.Window == q.Window
 }
 
 // keptFor returns the fields kept for q, or nil. Lock-free: first load n,
 // then the slots below it, which were set before n was raised.
-func (c *Cache) keptFor(q core.Quota) *Fields {
+func (c *Cache) keptFor(q atomiclimit.Quota) *Fields {
 	for i := range c.n.Load() {
 		if f := c.kept[i].Load(); f.describes(q) {
 			return f

@@ -166,7 +166,7 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 	return d
 }
 
-// GiveBack takes back the n events of the admission taken, if the cell
+// Refund takes back the n events of the admission taken, if the cell
 // still counts the window it was admitted in; it returns the state to
 // store and whether there is anything to store (shifts is always false:
 // the give-back of one admission changes no other's). It cannot create
@@ -192,7 +192,7 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 // A later admission of the same window still finds it after the move: its
 // anchor lies between the one it stored and that window's end, which no
 // later window's anchor does.
-func (p *AnchoredParams) GiveBack(state uint64, taken algo.Taken, now int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *AnchoredParams) Refund(state uint64, taken algo.Taken, now int64, n int, _ bool) (back uint64, shifts, ok bool) {
 	if state == Retired || uint64(int64(n)-1) >= p.limit {
 		return state, false, false
 	}

@@ -194,7 +194,7 @@ func runAnchored(t *testing.T, n int, w int64, steps []fuzzStep, refunds []bool)
 		}
 		state = next
 		if i < len(refunds) && refunds[i] && pending.n > 0 && pending.stored != next {
-			back, _, ok := p.GiveBack(state, algo.Taken{Word: pending.stored}, latest, pending.n, true)
+			back, _, ok := p.Refund(state, algo.Taken{Word: pending.stored}, latest, pending.n, true)
 			if ok {
 				ref.giveBack(pending.n, pending.opened, latest)
 				perWindow[pending.anchor] -= pending.n
@@ -321,7 +321,7 @@ func TestAnchoredConcurrentBound(t *testing.T) {
 						// others after it, moves the window, which this count
 						// by anchor cannot follow (runAnchored checks that).
 						if i%13 == 0 && next&(1<<bitsOf(n)-1) > uint64(k) {
-							if algo.GiveBackWord(&word, p, algo.Taken{Word: next, At: now}, nsClock{clk}, k) {
+							if algo.RefundWord(&word, p, algo.Taken{Word: next, At: now}, nsClock{clk}, k) {
 								got[a] -= k
 							}
 						}
@@ -375,14 +375,14 @@ func bitsOf(n int) uint { return uint(bits.Len(uint(n))) }
 // A window's first admission, given back with another after it: the window
 // moves to the give-back's time, so that the other's quota is not renewed
 // early (left in place, two more would pass at 60s: three in two seconds).
-func TestAnchoredGiveBackFirst(t *testing.T) {
+func TestAnchoredRefundFirst(t *testing.T) {
 	const s = time.Second
 	p := mustAnchored(t, 2, time.Minute)
 	a, ok := p.Admit(0, 0, 1)
 	require.True(t, ok)
 	b, ok := p.Admit(a, int64(59*s), 1)
 	require.True(t, ok)
-	back, _, ok := p.GiveBack(b, algo.Taken{Word: a, At: 0}, int64(59*s), 1, true)
+	back, _, ok := p.Refund(b, algo.Taken{Word: a, At: 0}, int64(59*s), 1, true)
 	require.True(t, ok)
 	anchor, open := p.AnchorOf(back)
 	require.True(t, open)
@@ -394,10 +394,10 @@ func TestAnchoredGiveBackFirst(t *testing.T) {
 	_, ok = p.Admit(next, int64(119*s), 1)
 	require.True(t, ok, "renewed one minute after the moved anchor")
 	// Given back after the window ended: nothing (its counts decide nothing).
-	_, _, ok = p.GiveBack(b, algo.Taken{Word: a, At: 0}, int64(61*s), 1, true)
+	_, _, ok = p.Refund(b, algo.Taken{Word: a, At: 0}, int64(61*s), 1, true)
 	require.False(t, ok)
 	// Alone in its window, the first admission closes it.
-	back, _, ok = p.GiveBack(a, algo.Taken{Word: a, At: 0}, int64(s), 1, true)
+	back, _, ok = p.Refund(a, algo.Taken{Word: a, At: 0}, int64(s), 1, true)
 	require.True(t, ok)
 	_, open = p.AnchorOf(back)
 	require.False(t, open)

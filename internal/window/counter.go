@@ -191,13 +191,13 @@ func (p *CounterParams) settle(c, room uint64) int64 {
 	return p.period - int64(q)
 }
 
-// GiveBack takes back the n events of the admission taken: from cur while
+// Refund takes back the n events of the admission taken: from cur while
 // the cell still counts that window, from prev once it is the previous one.
 // Counts add, so this leaves exactly the counts of the other admissions,
 // whatever happened since; once the window has left the estimate there is
 // nothing to give back. It returns the state to store and whether there is
 // anything to store (shifts is always false).
-func (p *CounterParams) GiveBack(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *CounterParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
 	if uint64(int64(n)-1) >= p.limit {
 		return state, false, false
 	}

@@ -110,14 +110,14 @@ func TestCounterRefund(t *testing.T) {
 	tok, ok := cell.AdmitN(p, 0, 3)
 	require.True(t, ok)
 	require.True(t, cell.AllowN(p, w, 1), "the next window: prev 3 at full weight, 1 left")
-	assert.True(t, cell.GiveBack(p, tok, 3), "refunded from prev")
+	assert.True(t, cell.Refund(p, tok, 3), "refunded from prev")
 	assert.Equal(t, 2, cell.PeekN(p, w, 1).Remaining, "prev 0, cur 1, and the peeked 1")
-	assert.False(t, cell.GiveBack(p, tok, 3))
+	assert.False(t, cell.Refund(p, tok, 3))
 	tok, _ = cell.AdmitN(p, w, 1)
-	assert.True(t, cell.GiveBack(p, tok, 1), "refunded from cur")
+	assert.True(t, cell.Refund(p, tok, 1), "refunded from cur")
 	tok, _ = cell.AdmitN(p, w, 1)
 	require.True(t, cell.AllowN(p, 3*w, 1))
-	assert.False(t, cell.GiveBack(p, tok, 1), "its window has left the estimate")
+	assert.False(t, cell.Refund(p, tok, 1), "its window has left the estimate")
 }
 
 func TestCounterErrors(t *testing.T) {

@@ -186,14 +186,14 @@ func (p *FixedParams) State(state uint64, now int64) gcra.Decision {
 	return d
 }
 
-// GiveBack takes back the n events of the admission taken, if the cell
+// Refund takes back the n events of the admission taken, if the cell
 // still counts the window it was admitted in; it returns the state to store
 // and whether there is anything to store (shifts is always false). It
 // cannot create quota: counts add, so removing n from a count that includes
 // the admission leaves exactly the count of the other admissions in that
 // window, whatever happened since; and once the window has been replaced
 // there is nothing to give back.
-func (p *FixedParams) GiveBack(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *FixedParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
 	if state>>p.shift != taken.Word>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
 		return state, false, false
 	}

@@ -140,13 +140,13 @@ func TestFixedRefund(t *testing.T) {
 	require.True(t, ok)
 	_, ok = cell.AdmitN(p, 0, 2)
 	require.True(t, ok)
-	assert.True(t, cell.GiveBack(p, tok, 3), "counts commute: refund behind a later admission")
+	assert.True(t, cell.Refund(p, tok, 3), "counts commute: refund behind a later admission")
 	assert.Equal(t, 2, cell.PeekN(p, 0, 1).Remaining, "2 counted, and the peeked 1")
-	assert.False(t, cell.GiveBack(p, tok, 3), "only what is counted can be given back")
+	assert.False(t, cell.Refund(p, tok, 3), "only what is counted can be given back")
 	tok, _ = cell.AdmitN(p, 0, 1)
 	_, ok = cell.AdmitN(p, int64(time.Second), 1)
 	require.True(t, ok)
-	assert.False(t, cell.GiveBack(p, tok, 1), "the window has been replaced")
+	assert.False(t, cell.Refund(p, tok, 1), "the window has been replaced")
 	assert.Equal(t, 3, cell.PeekN(p, int64(time.Second), 1).Remaining)
 }
 

@@ -99,8 +99,8 @@ func (c *wordCell) PeekN(p any, now int64, n int) gcra.Decision {
 	return c.alg(p).Decide(c.state(), now, n, true)
 }
 
-func (c *wordCell) GiveBack(p any, stored uint64, n int) bool {
-	return c.alg(p).GiveBack(c.state(), algo.Taken{Word: stored}, zeroClock{}, n)
+func (c *wordCell) Refund(p any, stored uint64, n int) bool {
+	return c.alg(p).Refund(c.state(), algo.Taken{Word: stored}, zeroClock{}, n)
 }
 
 func (c *wordCell) Load() uint64 { return c.w.Load() }

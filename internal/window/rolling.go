@@ -277,7 +277,7 @@ func (p *RollingParams) decideOn(rw rollWords, now int64, n int, peek bool) gcra
 }
 
 // decideHeadOn is Decide (never a peek) that also returns the head it stored
-// for an admission, for GiveBack; 0 when it stored nothing.
+// for an admission, for Refund; 0 when it stored nothing.
 func (p *RollingParams) decideHeadOn(rw rollWords, now int64, n int) (stored uint64, d gcra.Decision) {
 	return p.decide(rw, now, n, false)
 }
@@ -362,14 +362,14 @@ func (p *RollingParams) report(rw rollWords, v *rollView, sum, last uint64, now 
 	return d
 }
 
-// giveBackOn takes back n events of an admission that stored the head stored
+// refundOn takes back n events of an admission that stored the head stored
 // (DecideHead), if the head still counts the slice that admission was
 // stored in and holds at least n; it reports whether it did. It cannot
 // create quota: the head's count is the sum of its slice's admissions, so
 // removing the n of one of them leaves exactly the others; once the head
 // has moved on, the slice's count is final and there is nothing to give
 // back.
-func (p *RollingParams) giveBackOn(rw rollWords, stored uint64, n int) bool {
+func (p *RollingParams) refundOn(rw rollWords, stored uint64, n int) bool {
 	if !p.valid(rw) || n < 1 || uint64(n) > p.cap {
 		return false
 	}
@@ -457,9 +457,9 @@ func (p *RollingParams) DecideHead(words []atomic.Uint64, now int64, n int) (sto
 	return p.decideHeadOn(p.view(words), now, n)
 }
 
-// GiveBack is giveBackOn on words, K+1 of them with the head first.
-func (p *RollingParams) GiveBack(words []atomic.Uint64, stored uint64, n int) bool {
-	return p.giveBackOn(p.view(words), stored, n)
+// Refund is refundOn on words, K+1 of them with the head first.
+func (p *RollingParams) Refund(words []atomic.Uint64, stored uint64, n int) bool {
+	return p.refundOn(p.view(words), stored, n)
 }
 
 // Idle is idleOn on words, K+1 of them with the head first.

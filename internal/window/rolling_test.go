@@ -227,7 +227,7 @@ func TestRollingBadWords(t *testing.T) {
 		tc.p.Init(tc.words, 0)
 		d := tc.p.Decide(tc.words, 0, 1, false)
 		assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, d, name)
-		assert.False(t, tc.p.GiveBack(tc.words, 1, 1), name)
+		assert.False(t, tc.p.Refund(tc.words, 1, 1), name)
 		_, _, _, idle := tc.p.Idle(tc.words, 0)
 		assert.False(t, idle, name)
 		assert.False(t, tc.p.RetireFrom(tc.words, 0), name)
@@ -298,7 +298,7 @@ func runRolling(t *testing.T, q, k, perSlice int, slice int64, start int64, step
 			// replaced since (nothing to give back then), and keep this
 			// one for a later refund step.
 			if pending.n > 0 {
-				got := p.GiveBack(words, pending.stored, pending.n)
+				got := p.Refund(words, pending.stored, pending.n)
 				require.Equal(t, ref.refund(pending.slice, pending.n), got, "step %d: refund", i)
 				if got {
 					counted[pending.slice] -= pending.n
@@ -398,7 +398,7 @@ func TestRollingConcurrentBound(t *testing.T) {
 					s := (now+int64(d.ResetAfter)-start)/int64(slice) - int64(tc.k)
 					a := adm{s, now, int64(clk.Now().Sub(t0))}
 					got[a] += n
-					if i%11 == 0 && p.GiveBack(words, stored, 1) {
+					if i%11 == 0 && p.Refund(words, stored, 1) {
 						got[a]--
 					}
 				}
@@ -492,7 +492,7 @@ func TestRollingRetireRace(t *testing.T) {
 			require.Equal(t, inMark, int(m&0x1fffff), "round %d: the retired head counts every admission of its slice", round)
 		}
 		require.False(t, p.Decide(words, 1<<40, 1, false).Allowed, "retired: denied")
-		require.False(t, p.GiveBack(words, m, 1), "retired: no refund")
+		require.False(t, p.Refund(words, m, 1), "retired: no refund")
 	}
 }
 
@@ -533,7 +533,7 @@ func TestRollingAllocatesNothing(t *testing.T) {
 		"admit":  func() { now += int64(time.Second / 3); p.Decide(words, now, 1, false) },
 		"peek":   func() { p.Decide(words, now, 1, true) },
 		"deny":   func() { p.Decide(words, now, 1<<21, false) },
-		"refund": func() { s, _ := p.DecideHead(words, now, 1); p.GiveBack(words, s, 1) },
+		"refund": func() { s, _ := p.DecideHead(words, now, 1); p.Refund(words, s, 1) },
 		"idle":   func() { p.Idle(words, now) },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)

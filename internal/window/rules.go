@@ -111,9 +111,9 @@ func (a *logAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Decision
 	return r.decideN(&a.p, now, n, peek)
 }
 
-// GiveBack: a log cannot give an admission back (its ring only moves
+// Refund: a log cannot give an admission back (its ring only moves
 // forward); algo.Set allows it only as the last band.
-func (a *logAlg) GiveBack(algo.State, algo.Taken, algo.Clock, int) bool { return false }
+func (a *logAlg) Refund(algo.State, algo.Taken, algo.Clock, int) bool { return false }
 
 // Idle: the ring is idle once its latest admission has left the window; a
 // replacement expires every slot at that expiry. The mark is the head and
@@ -188,9 +188,9 @@ func (a *rollingAlg) Take(s algo.State, now int64, n int) (gcra.Decision, algo.T
 	return d, algo.Taken{Word: stored, At: now}
 }
 
-// GiveBack counts (see giveBackOn): it needs no clock.
-func (a *rollingAlg) GiveBack(s algo.State, taken algo.Taken, _ algo.Clock, n int) bool {
-	return a.p.giveBackOn(a.words(s), taken.Word, n)
+// Refund counts (see refundOn): it needs no clock.
+func (a *rollingAlg) Refund(s algo.State, taken algo.Taken, _ algo.Clock, n int) bool {
+	return a.p.refundOn(a.words(s), taken.Word, n)
 }
 
 func (a *rollingAlg) Idle(s algo.State, now int64) (algo.Mark, int64, uint64, bool, bool) {

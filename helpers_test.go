@@ -1,0 +1,45 @@
+package atomiclimit_test
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+)
+
+// fakeClock is a Clock that moves only when told; safe for concurrent use.
+type fakeClock struct {
+	base time.Time
+	ns   atomic.Int64
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{base: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time               { return c.base.Add(time.Duration(c.ns.Load())) }
+func (c *fakeClock) At(d time.Duration) time.Time { return c.base.Add(d) }
+func (c *fakeClock) Set(d time.Duration)          { c.ns.Store(int64(d)) }
+func (c *fakeClock) Advance(d time.Duration) time.Duration {
+	return time.Duration(c.ns.Add(int64(d)))
+}
+
+func newLimiter(t testing.TB, l gcra.Limit, burst int, opts ...atomiclimit.Option) *atomiclimit.Limiter {
+	t.Helper()
+	lim, err := atomiclimit.NewRule(atomiclimit.GCRA(l, burst), opts...)
+	require.NoError(t, err)
+	return lim
+}
+
+func randDuration(rng interface{ Int64N(int64) int64 }, upTo time.Duration) time.Duration {
+	return time.Duration(rng.Int64N(int64(upTo)))
+}
+
+// decideN is TakeN's decision alone.
+func decideN(b *atomicbucket.Bucket, p *gcra.Params, now int64, n int) gcra.Decision {
+	d, _ := b.TakeN(p, now, n)
+	return d
+}

@@ -1,0 +1,42 @@
+package atomiclimit_test
+
+import (
+	"os/exec"
+	"regexp"
+	"runtime"
+	"testing"
+)
+
+// TestFastPathInlines proves the GCRA fast path costs the generic contract
+// nothing: the compiler inlines the bucket's first attempt (one load, the
+// decision, one CompareAndSwap) into Keyed.Allow's lookup path and into
+// Limiter.Allow, and the decision gcra.Params.Admit into that attempt, as
+// xxhash's TestInlining checks its own hot functions. It reads the
+// compiler's decisions (-gcflags=-m) on a program that instantiates both.
+func TestFastPathInlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	out, err := exec.Command(goTool(), "build", "-gcflags=-m", "-gcflags=github.com/atomiclimit/atomiclimit=-m", "-o", devNull(), "./testdata/inline").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`keyed\.go:\d+:\d+: inlining call to atomicbucket\.\(\*Bucket\)\.TryAllowN`,
+		`limiter\.go:\d+:\d+: inlining call to atomicbucket\.\(\*Bucket\)\.TryAllowN`,
+		`keyed\.go:\d+:\d+: inlining call to gcra\.\(\*Params\)\.Admit`,
+	} {
+		if !regexp.MustCompile(want).Match(out) {
+			t.Errorf("the compiler no longer inlines %s", want)
+		}
+	}
+}
+
+func goTool() string { return runtime.GOROOT() + "/bin/go" }
+
+func devNull() string {
+	if runtime.GOOS == "windows" {
+		return "NUL"
+	}
+	return "/dev/null"
+}

@@ -1,0 +1,230 @@
+package atomiclimit
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
+)
+
+// A Limiter is a single-key limiter under one rule, with x/time/rate's
+// vocabulary: Allow, Decide, Peek, and for GCRA Reserve and Wait, each with
+// an …N or …At form that takes the time. Its state is one PaddedBucket (a
+// rule wider than one word keeps its words beside it); for GCRA the hot path
+// is one clock read, one load and, for an admission, one CompareAndSwap. It
+// is safe for concurrent use.
+//
+// Times are nanoseconds since the limiter's epoch on its clock: the
+// monotonic clock by default, so wall-clock jumps change nothing. The zero
+// Limiter is not usable: create one with New or NewRule.
+type Limiter struct {
+	cell  paddedWord // first, so it starts the allocation's first line
+	rule  atomic.Pointer[rule]
+	st    algo.State // the state's view: the cell's word and the rest; set once
+	src   timebase.Source
+	start int64 // where the windows of every rule it builds start (newRule)
+}
+
+// NewRule returns a single-key limiter of rule, starting full (or empty, for
+// windows).
+func NewRule(spec Rule, opts ...Option) (*Limiter, error) {
+	var cfg config
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.keyedOnly != "" {
+		return nil, fmt.Errorf("%w: %s applies to keyed limiters only", ErrOption, cfg.keyedOnly)
+	}
+	l := &Limiter{}
+	l.src = newSource(&cfg, l)
+	l.start = l.src.Now()
+	r, err := newRule(spec, &l.src, l.start)
+	if err != nil {
+		return nil, err
+	}
+	l.st = algo.State{Word: &l.cell.word}
+	if w := r.set.Words(); w > 1 {
+		l.st.Rest = make([]atomic.Uint64, w-1) // a rule wider than one word
+	}
+	var floors [algo.MaxBands]atomic.Uint64
+	r.set.Init(l.st, floors[:])
+	l.rule.Store(r)
+	return l, nil
+}
+
+// paramsFor validates limit and burst, and checks them against src's clock.
+func paramsFor(src *timebase.Source, limit gcra.Limit, burst int) (*gcra.Params, error) {
+	p, err := gcra.NewParams(limit, burst)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClock(src, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// newSource returns the clock the options chose (see timebase.Choose).
+func newSource[T any](cfg *config, owner *T) timebase.Source {
+	return timebase.Choose(owner, cfg.source, cfg.coarse, cfg.clock)
+}
+
+// checkClock rejects parameters the clock cannot serve exactly.
+func checkClock(src *timebase.Source, p *gcra.Params) error {
+	if !src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
+		return nil
+	}
+	if room := time.Duration(p.Burst()-1) * p.Interval(); room < CoarseTick {
+		return fmt.Errorf("%w: (%d-1)·%v = %v < %v; raise the burst to at least %d or use the default clock",
+			ErrCoarseTick, p.Burst(), p.Interval(), room, CoarseTick, 1+(CoarseTick+p.Interval()-1)/p.Interval())
+	}
+	return nil
+}
+
+// Allow reports whether one event may happen now, and takes it if so.
+// paddedWord is a limiter's state word alone on a cache line, as an
+// atomicbucket.PaddedBucket: a limiter hit from many cores neither suffers
+// nor causes false sharing.
+type paddedWord struct {
+	word atomic.Uint64
+	//lint:ignore U1000 prevents false sharing with the next object
+	_ [cacheLine - 8]byte
+}
+
+// bucket is the limiter's word as a GCRA bucket.
+func (l *Limiter) bucket() *atomicbucket.Bucket { return atomicbucket.Of(&l.cell.word) }
+
+// Allow is shorthand for AllowN(clock.Now(), 1).
+func (l *Limiter) Allow() bool {
+	// The GCRA path by hand (Bucket.AllowN's first attempt inlines here),
+	// as in AllowN: a call less on the hottest path there is.
+	r, now := l.rule.Load(), l.src.Now()
+	var ok, settled bool
+	if !r.gcra || r.g.IsUnlimited() {
+		ok = l.allowGeneric(r, now, 1)
+	} else if ok, settled = l.bucket().TryAllowN(&r.g, now, 1); !settled {
+		ok = l.bucket().AllowN(&r.g, now, 1) // the bucket's first attempt inlines above
+	}
+	if !ok && l.src.IsCoarse() {
+		return l.allowFresh(now)
+	}
+	return ok
+}
+
+// allowFresh decides again, at a fresh reading, one event the coarse clock's
+// reading now denied (see Keyed.allowFresh).
+func (l *Limiter) allowFresh(now int64) bool {
+	if t, later := l.src.Refresh(now); later {
+		r := l.rule.Load()
+		if r.gcra && !r.g.IsUnlimited() {
+			return l.bucket().AllowN(&r.g, t, 1)
+		}
+		return l.allowGeneric(r, t, 1)
+	}
+	return false
+}
+
+// AllowN reports whether n events may happen at now, and takes them if so.
+// n = 0 is admitted and takes nothing; n < 0, and n above what the rule can
+// ever admit, are denied.
+func (l *Limiter) AllowN(now time.Time, n int) bool {
+	r, t := l.rule.Load(), l.src.At(now)
+	if !r.gcra || r.g.IsUnlimited() {
+		return l.allowGeneric(r, t, n)
+	}
+	if ok, settled := l.bucket().TryAllowN(&r.g, t, n); settled {
+		return ok
+	}
+	return l.bucket().AllowN(&r.g, t, n)
+}
+
+// allowGeneric is allow for every rule but a finite GCRA one.
+func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
+	var ok bool
+	switch {
+	case r.gcra: // Unlimited
+		ok = n >= 0 // writes nothing
+	case r.word != nil:
+		_, ok = algo.AdmitWord(&l.cell.word, r.word, now, n)
+	case r.one != nil:
+		_, ok = r.one.Admit(l.st, now, n)
+	default:
+		ok = r.set.Admit(l.st, now, n)
+	}
+	return ok
+}
+
+// Decide is Allow for n events with the whole decision: remaining,
+// retry-after, reset-after and time to the next event. Decide is shorthand
+// for DecideAt(clock.Now(), n).
+func (l *Limiter) Decide(n int) gcra.Decision {
+	now := l.src.Now()
+	d := l.decide(now, n, false)
+	if !d.Allowed && l.src.IsCoarse() {
+		if t, later := l.src.Refresh(now); later {
+			d = l.decide(t, n, false) // see allowFresh
+		}
+	}
+	return d
+}
+
+// DecideAt is Decide at the given time.
+func (l *Limiter) DecideAt(now time.Time, n int) gcra.Decision {
+	return l.decide(l.src.At(now), n, false)
+}
+
+// Peek returns the decision Decide(n) would make now, taking nothing;
+// Peek(0) describes the limiter as it is. Peek is shorthand for
+// PeekAt(clock.Now(), n).
+func (l *Limiter) Peek(n int) gcra.Decision { return l.decide(l.src.Now(), n, true) }
+
+// PeekAt is Peek at the given time.
+func (l *Limiter) PeekAt(now time.Time, n int) gcra.Decision {
+	return l.decide(l.src.At(now), n, true)
+}
+
+func (l *Limiter) decide(now int64, n int, peek bool) gcra.Decision {
+	r := l.rule.Load()
+	switch {
+	case !r.gcra:
+		d, _ := r.set.Decide(l.st, now, n, peek)
+		return d
+	case peek:
+		return l.bucket().PeekN(&r.g, now, n)
+	}
+	d, _ := l.bucket().TakeN(&r.g, now, n)
+	return d
+}
+
+// Quota describes the limiter's rule.
+func (l *Limiter) Quota() Quota { return l.rule.Load().quota() }
+
+// SetRule changes the rule from the next decision on. The rule must be
+// compatible with the current one (the same algorithm and window:
+// ErrIncompatible). It changes nothing on error.
+//
+// The state stays. For GCRA, as a GCRA stored in Redis does when a caller
+// passes new parameters: a full bucket stays full, and a bucket that needs
+// time Δ to be full still needs Δ, so right after the change it holds
+// floor((B'·T' − Δ) / T') tokens under the new limit. For windows the counts
+// stay and the new count limit applies to them. Each decision reads the
+// rule once, so a call that races with SetRule is decided wholly under the
+// old or wholly under the new rule, never a mix.
+func (l *Limiter) SetRule(spec Rule) error {
+	r, err := newRule(spec, &l.src, l.start)
+	if err != nil {
+		return err
+	}
+	if err := compatible(l.rule.Load(), r); err != nil {
+		return err
+	}
+	l.rule.Store(r)
+	return nil
+}
+
+// String describes the limiter's rule, e.g. "100/s, burst 10".
+func (l *Limiter) String() string { return l.rule.Load().spec.String() }

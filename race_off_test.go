@@ -1,0 +1,5 @@
+//go:build !race
+
+package atomiclimit_test
+
+const raceEnabled = false

@@ -1,0 +1,198 @@
+package atomiclimit
+
+import (
+	"context"
+	"unsafe"
+
+	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
+)
+
+// A Receipt identifies an admission that Take made, for Refund. It is
+// opaque; the zero Receipt means there is nothing to give back (a denial, a
+// peek, Unlimited, or a rule whose admissions cannot be given back: the
+// sliding log, and bands). An in-process limiter's receipt names the state
+// that admitted: Refund gives back to that state only, never to one created
+// for the key after it was removed.
+type Receipt struct {
+	state unsafe.Pointer // in process: the cell that admitted; nil for a remote limiter
+	v     [3]uint64      // in process: the algo.Taken; remote: the limiter's own values
+}
+
+// RemoteReceipt returns a receipt that carries v, for a KeyedLimiter kept
+// outside this module (a remote store): its Refund reads v back with
+// Receipt.Remote. v must not be all zero (that is the zero Receipt).
+func RemoteReceipt(v [3]uint64) Receipt { return Receipt{v: v} }
+
+// Remote returns the values of a RemoteReceipt, and false for a receipt
+// of an in-process limiter (or the zero Receipt).
+func (r Receipt) Remote() (v [3]uint64, ok bool) {
+	return r.v, r.state == nil && r.v != [3]uint64{}
+}
+
+// takenOf is a bucket's Taken as the algorithms' contract has it.
+func takenOf(t atomicbucket.Taken) algo.Taken {
+	if t == (atomicbucket.Taken{}) {
+		return algo.Taken{}
+	}
+	return algo.Taken{Word: uint64(t.TAT), At: t.At, Epoch: t.Epoch}
+}
+
+// receiptOf returns the receipt of an admission of cell c.
+func receiptOf(c *cell, t algo.Taken) Receipt {
+	if t == (algo.Taken{}) {
+		return Receipt{}
+	}
+	return Receipt{state: unsafe.Pointer(c), v: [3]uint64{t.Word, uint64(t.At), t.Epoch}}
+}
+
+// taken returns what r says of an admission of cell c, and false if r is
+// not a receipt of c.
+func (r Receipt) taken(c *cell) (algo.Taken, bool) {
+	if r.state != unsafe.Pointer(c) {
+		return algo.Taken{}, false
+	}
+	return algo.Taken{Word: r.v[0], At: int64(r.v[1]), Epoch: r.v[2]}, true
+}
+
+// A KeyedLimiter is any keyed limiter, in process or remote, as the doors
+// take it: httplimit's middleware checks each request against one or
+// several of them, and gives back what the others took when one denies.
+// *Keyed[K] implements it for every rule, as redisgcra.Limiter does for
+// limits kept in Redis. The root package exports it as
+// atomiclimit.KeyedLimiter; internal/door, below the root, uses it here.
+type KeyedLimiter[K comparable] interface {
+	// Take decides a request for n at key and takes n if it is admitted;
+	// n = 0 is an admitted peek that takes nothing. The receipt lets Refund
+	// give an admission back (0: there is nothing to give back).
+	//
+	// A non-nil error means the limiter could not decide on key's state as
+	// it should have: a full limiter had no room for a new key
+	// (ErrTooManyKeys: the decision's RetryAfter is when it may have), a
+	// remote store failed or timed out (an outage), it refused the call or
+	// held a corrupt value for key (see redisgcra's error classes), or ctx
+	// ended first (the caller gave up: errors.Is(err, ctx.Err()), not an
+	// outage). The decision is then the limiter's own answer to that (fail
+	// open, fail closed, a repaired state: see redisgcra.WithOutage), and a
+	// door neither advertises it as the key's state nor reports it as a
+	// denial of quota; but a decision another limiter made on a state of
+	// its own (a local fallback: the error wraps ErrFallback) is taken as
+	// the policy's. An in-process limiter fails only with ErrTooManyKeys.
+	Take(ctx context.Context, key K, n int) (gcra.Decision, Receipt, error)
+	// Check returns the decision Take would make now, taking nothing (a
+	// door asks it of the policies after one that denied, to name every
+	// policy violated and the longest wait). Its error is Take's.
+	Check(ctx context.Context, key K, n int) (gcra.Decision, error)
+	// Refund gives back the n that an admission of key took, identified by
+	// its receipt, if key's state still counts it, and reports whether it
+	// did. It never creates quota: once something else was admitted on key
+	// (or the admission's window has passed), it gives back nothing. (One
+	// exception, in process: a rule changed between Take and Refund, by
+	// SetRule or SetKeyRule, measures the refund by the new rule, so a
+	// GCRA refund under a slower new rate gives back more time than was
+	// taken. A door refunds within one request, microseconds after Take.)
+	Refund(ctx context.Context, key K, n int, r Receipt) (bool, error)
+	// Quota describes the rule key is held to: its own tier's, if it has
+	// one. It never makes a remote call.
+	Quota(key K) Quota
+}
+
+// Take decides a request for n at key and takes n if it is admitted, as
+// Decide does, and returns the receipt Refund needs to give the admission
+// back. n = 0 is an admitted peek. It never blocks and never fails: ctx is
+// unused and the error is always nil (remote limiters, which implement the
+// same contract, use both).
+func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Receipt, err error) {
+	now := k.src.Now()
+	if k.fast && k.hook == nil {
+		// A key already held under GCRA: one lookup and the bucket's
+		// CompareAndSwap, written out here so that nothing is copied twice.
+		if c, ok := k.m.Load(key); ok {
+			var t atomicbucket.Taken
+			d, t = c.bucket().TakeN(&k.ruleOf(c).g, now, n)
+			// A retired bucket denies everything: only a denial needs the check.
+			if d.Allowed || !k.cells.IsRetired(c) {
+				return d, receiptOf(c, takenOf(t)), nil
+			}
+		}
+	}
+	d, r, full := k.take(key, now, n)
+	if !d.Allowed && k.src.IsCoarse() {
+		if t, later := k.src.Refresh(now); later {
+			d, r, full = k.take(key, t, n) // see allowFresh
+		}
+	}
+	if k.hook != nil {
+		k.reportDecision(n, d, full)
+	}
+	if full {
+		return d, r, ErrTooManyKeys
+	}
+	return d, r, nil
+}
+
+// Check returns the decision Take(ctx, key, n) would make now, taking
+// nothing: Peek in the contract's form. It never fails; ctx is unused.
+func (k *Keyed[K]) Check(_ context.Context, key K, n int) (gcra.Decision, error) {
+	return k.peek(key, k.src.Now(), n), nil
+}
+
+// take is Take on any path: a key absent or retired, any rule. full says
+// the decision is a full limiter's refusal.
+func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) {
+	for {
+		c, d, full := k.cellFor(key, now, n)
+		if c == nil {
+			return d, Receipt{}, full
+		}
+		r := c.rule()
+		var t algo.Taken
+		if k.fast {
+			var bt atomicbucket.Taken
+			d, bt = c.bucket().TakeN(&r.g, now, n)
+			t = takenOf(bt)
+		} else {
+			d, t = r.set.Take(k.cells.state(c), now, n)
+		}
+		if d.Allowed || !k.cells.IsRetired(c) {
+			return d, receiptOf(c, t), false
+		}
+	}
+}
+
+// Refund gives back the n taken by the admission of key that returned r,
+// as far as key's state still holds it, and reports whether it gave
+// anything back. It never creates quota: the state ends as it would be had
+// the admission never been made, or stricter (a window gives back its
+// count exactly; a GCRA bucket everything still ahead of now when nothing
+// else was given back since the admission, else the part certainly its
+// own: see Bucket.Refund). It gives back nothing for a key removed or
+// replaced meanwhile (the receipt names the state that admitted), once the
+// window the admission was counted in has passed, or for the zero Receipt.
+// n must be the n given to Take. A rule changed since Take (SetRule,
+// SetKeyRule) measures the give-back by the new rule. Give-backs of one key
+// wait for each other (never for decisions); ctx is unused and the error is
+// always nil.
+func (k *Keyed[K]) Refund(_ context.Context, key K, n int, r Receipt) (bool, error) {
+	if r.state == nil || n < 1 {
+		return false, nil
+	}
+	c, ok := k.m.Load(key)
+	if !ok {
+		return false, nil // removed: it was idle, so it held nothing of the admission
+	}
+	t, ok := r.taken(c)
+	if !ok {
+		return false, nil // another state: the key was replaced, or another limiter's receipt
+	}
+	back := c.rule().set.RefundTaken(k.cells.state(c), t, n)
+	if back {
+		// The key may be idle sooner than its last admission said: a full
+		// limiter looking for room must look at it again.
+		if from, live := k.cells.IdleFrom(c); live {
+			k.st.GaveBack(from)
+		}
+	}
+	return back, nil
+}
