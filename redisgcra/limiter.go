@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // A Limiter is a keyed GCRA rate limiter whose state lives in Redis: every
@@ -435,13 +436,13 @@ func (l *Limiter) Params() *gcra.Params {
 // Limit for a limiter of another rule (NewRule).
 func (l *Limiter) Limit() gcra.Limit { return l.limit }
 
-// String describes the limiter, e.g. "100/1s burst 10 (T 10ms) in redis",
-// or for NewRule the rule, e.g. "log 60/1m0s in redis".
+// String describes the limiter as the user wrote it, e.g. "100/s, burst 10
+// in redis", or for NewRule the rule, e.g. "60/min sliding log in redis".
 func (l *Limiter) String() string {
 	if l.rule != nil {
 		return l.rule.String() + " in redis"
 	}
-	return fmt.Sprintf("%v burst %d (T %v) in redis", l.limit, l.params.Burst(), l.params.Interval())
+	return algo.DescribeGCRA(l.limit, l.params.Burst()) + " in redis"
 }
 
 // scriptMismatches counts decisions where the script and gcra disagreed on

@@ -184,7 +184,7 @@ func TestKeys(t *testing.T) {
 	l, err = redisgcra.New(&noServer{}, gcra.PerSecond(1), 1, redisgcra.WithKeyPrefix("rl:sec:"), redisgcra.WithHashTag())
 	require.NoError(t, err)
 	assert.Equal(t, "rl:sec:{user:1}", l.Key("user:1"))
-	assert.Equal(t, "1/1s burst 1 (T 1s) in redis", l.String())
+	assert.Equal(t, "1/s, burst 1 in redis", l.String())
 }
 
 func TestSourceAndOutageStrings(t *testing.T) {

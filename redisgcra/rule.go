@@ -122,19 +122,23 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 	return l, nil
 }
 
-// describe is the in-process Quota of a rule (core's rule.describe): its
-// one band's, or for bands the tightest band's (the least Limit per
-// Window), of kind "bands" and described as the rule.
+// describe is the in-process Quota of a rule (the root package's
+// rule.describe): its one band's, or for bands the tightest band's (the
+// least Limit per Window) of kind "bands", idle after the longest band is,
+// and described as the rule.
 func describe(bands []band, rule atomiclimit.Rule) atomiclimit.Quota {
 	q := bands[0].quota
+	idle := q.IdleAfter
 	for _, b := range bands[1:] {
+		idle = max(idle, b.quota.IdleAfter)
 		if float64(b.quota.Limit)*float64(q.Window) < float64(q.Limit)*float64(b.quota.Window) {
 			q = b.quota
 		}
 	}
 	if len(bands) > 1 {
-		q.Kind, q.String = "bands", rule.String()
+		q.Kind = "bands"
 	}
+	q.IdleAfter, q.String = idle, rule.String()
 	return q
 }
 
