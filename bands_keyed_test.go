@@ -56,12 +56,12 @@ func TestBandsKeyedMatchesLimiter(t *testing.T) {
 					now := clk.At(clk.Advance(time.Duration(rng.Int64N(int64(40 * time.Millisecond)))))
 					key, n := rng.IntN(keys), rng.IntN(3)
 					what := fmt.Sprintf("seed %d step %d key %d n %d", seed, step, key, n)
-					peek := singles[key].PeekAt(now, n)
-					require.Equal(t, peek, kept.PeekAt(key, now, n), "peek kept: "+what)
-					require.Equal(t, peek, swept.PeekAt(key, now, n), "peek swept: "+what)
-					want := singles[key].DecideAt(now, n)
-					require.Equal(t, want, kept.DecideAt(key, now, n), "kept: "+what)
-					require.Equal(t, want, swept.DecideAt(key, now, n), "swept: "+what)
+					peek := singles[key].PeekN(now, n)
+					require.Equal(t, peek, kept.PeekN(key, now, n), "peek kept: "+what)
+					require.Equal(t, peek, swept.PeekN(key, now, n), "peek swept: "+what)
+					want := singles[key].TakeN(now, n)
+					require.Equal(t, want, decideN(kept, key, now, n), "kept: "+what)
+					require.Equal(t, want, decideN(swept, key, now, n), "swept: "+what)
 					swept.SweepAt(now)
 				}
 				evicted += swept.Stats().Evicted
@@ -159,10 +159,10 @@ func TestBandsKeyedRetiredCellIsReplaced(t *testing.T) {
 			now := clk.At(clk.Advance(time.Second))
 			require.True(t, k.RetireKey(1, k.Nanos(now)))
 			require.Equal(t, 1, k.Len())
-			assert.True(t, k.PeekAt(1, now, 1).Allowed)
+			assert.True(t, k.PeekN(1, now, 1).Allowed)
 			assert.True(t, k.AllowN(1, now, 1))
 			assert.Equal(t, uint64(2), k.Stats().Created)
-			d := k.DecideAt(1, now, 1)
+			d := decideN(k, 1, now, 1)
 			assert.True(t, d.Allowed)
 		})
 	}
@@ -186,7 +186,7 @@ func TestBandsKeyedOptionsAndErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, k.AllowN(1, clk.Now(), 1))
 	require.True(t, k.AllowN(2, clk.Now(), 1))
-	d := k.DecideAt(3, clk.Now(), 1)
+	d := decideN(k, 3, clk.Now(), 1)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, 0, d.Remaining)
 	assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "the longest band takes a window to go idle")
@@ -205,8 +205,8 @@ func TestBandsKeyedAllocatesNothing(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"allow":  func() { k.Allow("k") },
 		"allowN": func() { k.AllowN("k", now, 1) },
-		"decide": func() { k.DecideAt("k", now, 1) },
-		"peek":   func() { k.PeekAt("k", now, 1) },
+		"decide": func() { decideN(k, "k", now, 1) },
+		"peek":   func() { k.PeekN("k", now, 1) },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}

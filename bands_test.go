@@ -52,7 +52,7 @@ func TestBandsTimeline(t *testing.T) {
 		{at: 5000 * ms, n: 3, ok: false, remaining: 0, retry: gcra.Never},
 		{at: 10 * time.Second, n: 2, ok: true, remaining: 0},
 	} {
-		d := l.DecideAt(clk.At(s.at), s.n)
+		d := l.TakeN(clk.At(s.at), s.n)
 		assert.Equal(t, s, bandsStep{s.at, s.n, d.Allowed, d.Remaining, d.RetryAfter}, "step %d", i)
 	}
 }
@@ -71,11 +71,11 @@ func TestBandsDenialTakesNothing(t *testing.T) {
 		atomiclimit.FixedWindow(1, 100*time.Millisecond))
 	now := clk.Now()
 	require.True(t, l.AllowN(now, 1))
-	before := l.PeekAt(now, 0)
+	before := l.PeekN(now, 0)
 	for i := range 5 {
 		assert.False(t, l.AllowN(now, 1), "denial %d: the last band is spent", i)
 	}
-	assert.Equal(t, before, l.PeekAt(now, 0), "denials wrote nothing")
+	assert.Equal(t, before, l.PeekN(now, 0), "denials wrote nothing")
 	assert.True(t, l.AllowN(clk.At(100*time.Millisecond), 1), "the GCRA band kept its 2 tokens")
 	assert.True(t, l.AllowN(clk.At(200*time.Millisecond), 1), "the GCRA band kept its 2 tokens")
 	assert.False(t, l.AllowN(clk.At(300*time.Millisecond), 1), "3 taken in 300ms: the GCRA band is empty")
@@ -166,12 +166,12 @@ func checkAgainstRef(t *testing.T, rules []atomiclimit.Rule, ref *refBands, nows
 	l := newBands(t, clk, rules...)
 	for i := range nows {
 		at := clk.At(time.Duration(nows[i]))
-		d := l.DecideAt(at, ns[i])
+		d := l.TakeN(at, ns[i])
 		r := ref.request(nows[i], ns[i])
 		require.Equal(t, r, refResult{d.Allowed, d.Remaining, d.RetryAfter}, "step %d: now %d n %d (%v)", i, nows[i], ns[i], rules)
 		if !d.Allowed && d.RetryAfter != gcra.Never {
-			require.True(t, l.PeekAt(at.Add(d.RetryAfter), ns[i]).Allowed, "step %d: admitted after RetryAfter", i)
-			require.False(t, l.PeekAt(at.Add(d.RetryAfter-1), ns[i]).Allowed, "step %d: denied 1ns before", i)
+			require.True(t, l.PeekN(at.Add(d.RetryAfter), ns[i]).Allowed, "step %d: admitted after RetryAfter", i)
+			require.False(t, l.PeekN(at.Add(d.RetryAfter-1), ns[i]).Allowed, "step %d: denied 1ns before", i)
 		}
 	}
 }
@@ -204,8 +204,8 @@ func TestBandsAllocateNothing(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"allow":  func() { l.Allow() },
 		"allowN": func() { l.AllowN(now, 1) },
-		"decide": func() { l.Decide(1) },
-		"peek":   func() { l.PeekAt(now, 1) },
+		"decide": func() { l.Take(1) },
+		"peek":   func() { l.PeekN(now, 1) },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}
@@ -229,10 +229,10 @@ func TestLogBandPeekMatchesDecide(t *testing.T) {
 		require.NoError(t, err)
 		for i, at := range timeline {
 			now := clk.At(at)
-			peek := l.PeekAt(now, 1)
-			assert.Equal(t, peek, l.DecideAt(now, 1), "%s step %d (at %v): peek, then decide", name, i, at)
-			kpeek := k.PeekAt("a", now, 1)
-			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "%s step %d (at %v): keyed peek, then decide", name, i, at)
+			peek := l.PeekN(now, 1)
+			assert.Equal(t, peek, l.TakeN(now, 1), "%s step %d (at %v): peek, then decide", name, i, at)
+			kpeek := k.PeekN("a", now, 1)
+			assert.Equal(t, kpeek, decideN(k, "a", now, 1), "%s step %d (at %v): keyed peek, then decide", name, i, at)
 		}
 	}
 }
@@ -249,16 +249,16 @@ func TestBandsZeroNIsAnAdmittedPeek(t *testing.T) {
 	for i, at := range []time.Duration{0, 0, 300 * time.Millisecond, 100 * time.Millisecond} { // t0…t3
 		now := clk.At(at)
 		l.AllowN(now, 1)
-		before := l.PeekAt(now, 1)
+		before := l.PeekN(now, 1)
 		assert.True(t, l.AllowN(now, 0), "step %d: AllowN(0)", i)
-		d := l.DecideAt(now, 0)
+		d := l.TakeN(now, 0)
 		assert.True(t, d.Allowed, "step %d: DecideAt(0)", i)
 		assert.Zero(t, d.RetryAfter, "step %d", i)
-		assert.True(t, l.PeekAt(now, 0).Allowed, "step %d: PeekAt(0)", i)
-		assert.Equal(t, before, l.PeekAt(now, 1), "step %d: nothing counted", i)
-		assert.Equal(t, gcra.Never, l.DecideAt(now, -1).RetryAfter, "step %d: n < 0", i)
+		assert.True(t, l.PeekN(now, 0).Allowed, "step %d: PeekAt(0)", i)
+		assert.Equal(t, before, l.PeekN(now, 1), "step %d: nothing counted", i)
+		assert.Equal(t, gcra.Never, l.TakeN(now, -1).RetryAfter, "step %d: n < 0", i)
 		assert.True(t, k.AllowN("new", now, 0), "step %d: keyed", i)
-		assert.True(t, k.DecideAt("new", now, 0).Allowed, "step %d: keyed", i)
+		assert.True(t, decideN(k, "new", now, 0).Allowed, "step %d: keyed", i)
 		assert.Zero(t, k.Len(), "step %d: n = 0 creates no key", i)
 	}
 }

@@ -16,7 +16,7 @@ func ExampleBands() {
 		atomiclimit.FixedWindowUTC(3, time.Hour, 0),
 	), atomiclimit.WithClock(fixedClock{t0}))
 	for _, at := range []time.Duration{0, 0, 0, time.Second, 2 * time.Second} {
-		d := lim.DecideAt(t0.Add(at), 1)
+		d := lim.TakeN(t0.Add(at), 1)
 		fmt.Printf("at %v: allowed=%v remaining=%d retry=%v\n", at, d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
@@ -39,7 +39,7 @@ func ExampleBands_keyed() {
 		user string
 		at   time.Duration
 	}{{"ann", 0}, {"ann", 0}, {"ann", 0}, {"ben", 0}, {"ann", 2 * time.Second}, {"ann", 3 * time.Second}} {
-		d := lim.DecideAt(r.user, t0.Add(r.at), 1)
+		d := decideN(lim, r.user, t0.Add(r.at), 1)
 		fmt.Printf("%s at %v: allowed=%v retry=%v\n", r.user, r.at, d.Allowed, d.RetryAfter)
 	}
 	// Output:

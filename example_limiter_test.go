@@ -27,10 +27,10 @@ func ExampleLimiter_AllowN() {
 	// true
 }
 
-func ExampleLimiter_DecideAt() {
+func ExampleLimiter_TakeN() {
 	lim, _ := atomiclimit.New(atomiclimit.PerMinute(60), 3, atomiclimit.WithClock(fixedClock{t0}))
 	for i := 0; i < 4; i++ {
-		d := lim.DecideAt(t0, 1)
+		d := lim.TakeN(t0, 1)
 		fmt.Printf("allowed=%v remaining=%d retry=%v reset=%v\n", d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter)
 	}
 	// Output:

@@ -22,7 +22,7 @@ func ExampleRolling() {
 	t1 := t0.Add(time.Minute)
 	fmt.Println(lim.AllowN("u", t1, 1), lim.AllowN("u", t1, 1)) // the day's 3
 	// The first hour's slice leaves the rolling day 24 h after it began.
-	fmt.Println(lim.DecideAt("u", t1, 1).RetryAfter)
+	fmt.Println(decideN(lim, "u", t1, 1).RetryAfter)
 	// Output:
 	// true true false
 	// true false

@@ -22,7 +22,7 @@ func Example() {
 		fmt.Println("alice", i, lim.AllowN("alice", t0, 1))
 	}
 	fmt.Println("bob", lim.AllowN("bob", t0, 1))
-	d := lim.DecideAt("alice", t0, 1)
+	d := decideN(lim, "alice", t0, 1)
 	fmt.Println("alice retry after", d.RetryAfter)
 	fmt.Println("alice 100ms later", lim.AllowN("alice", t0.Add(100*time.Millisecond), 1))
 	// Output:

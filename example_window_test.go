@@ -15,7 +15,7 @@ func ExampleFixedWindowUTC() {
 	day, _ := atomiclimit.NewRule(atomiclimit.FixedWindowUTC(2, 24*time.Hour, 0),
 		atomiclimit.WithClock(fixedClock{created}))
 	for _, at := range []time.Time{created, created.Add(time.Hour), created.Add(2 * time.Hour), created.Add(6 * time.Hour)} {
-		d := day.DecideAt(at, 1)
+		d := day.TakeN(at, 1)
 		fmt.Printf("%s allowed=%v remaining=%d retry=%v\n", at.Format("Jan 2 15:04"), d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
@@ -43,7 +43,7 @@ func ExampleSlidingLog() {
 	}
 	fmt.Println("fixed window admits", count(fixed.AllowN), "within one second")
 	fmt.Println("sliding log admits", count(exact.AllowN))
-	fmt.Println("log retry:", exact.PeekAt(t0.Add(60*time.Second), 1).RetryAfter)
+	fmt.Println("log retry:", exact.PeekN(t0.Add(60*time.Second), 1).RetryAfter)
 	// Output:
 	// fixed window admits 6 within one second
 	// sliding log admits 3
@@ -57,7 +57,7 @@ func ExampleSlidingCounter() {
 	c, _ := atomiclimit.NewRule(atomiclimit.SlidingCounter(10, time.Second), atomiclimit.WithClock(fixedClock{t0}))
 	c.AllowN(t0, 10) // the first window, full
 	for _, at := range []time.Duration{1000 * time.Millisecond, 1250 * time.Millisecond, 1250 * time.Millisecond} {
-		d := c.DecideAt(t0.Add(at), 2)
+		d := c.TakeN(t0.Add(at), 2)
 		fmt.Printf("at %v: allowed=%v remaining=%d retry=%v\n", at, d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
@@ -87,7 +87,7 @@ func ExampleNewKeyedRule() {
 		key string
 		at  time.Duration
 	}{{"alice", 0}, {"alice", 10 * time.Second}, {"bob", 20 * time.Second}, {"alice", 30 * time.Second}, {"alice", 61 * time.Second}} {
-		d := lim.DecideAt(r.key, t0.Add(r.at), 1)
+		d := decideN(lim, r.key, t0.Add(r.at), 1)
 		fmt.Printf("%-5s at %v: allowed=%v retry=%v\n", r.key, r.at, d.Allowed, d.RetryAfter)
 	}
 	clk.Set(2 * time.Minute)

@@ -1,6 +1,7 @@
 package atomiclimit_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,8 +39,26 @@ func randDuration(rng interface{ Int64N(int64) int64 }, upTo time.Duration) time
 	return time.Duration(rng.Int64N(int64(upTo)))
 }
 
-// decideN is TakeN's decision alone.
-func decideN(b *atomicbucket.Bucket, p *gcra.Params, now int64, n int) gcra.Decision {
+// bucketDecide is a Bucket's TakeN decision alone.
+func bucketDecide(b *atomicbucket.Bucket, p *gcra.Params, now int64, n int) gcra.Decision {
 	d, _ := b.TakeN(p, now, n)
+	return d
+}
+
+// decide is a Keyed limiter's Take decision alone.
+func decide[K comparable](k *atomiclimit.Keyed[K], key K, n int) gcra.Decision {
+	d, _, _ := k.Take(context.Background(), key, n)
+	return d
+}
+
+// decideN is a Keyed limiter's TakeN decision alone.
+func decideN[K comparable](k *atomiclimit.Keyed[K], key K, now time.Time, n int) gcra.Decision {
+	d, _, _ := k.TakeN(key, now, n)
+	return d
+}
+
+// peek is a Keyed limiter's Peek decision alone.
+func peek[K comparable](k *atomiclimit.Keyed[K], key K, n int) gcra.Decision {
+	d, _ := k.Peek(context.Background(), key, n)
 	return d
 }

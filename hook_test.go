@@ -53,8 +53,8 @@ func TestKeyedHook(t *testing.T) {
 	now := clk.Now()
 	require.True(t, k.AllowN("a", now, 2))
 	require.False(t, k.Allow("a"))
-	require.False(t, k.Decide("a", 1).Allowed)
-	require.True(t, k.Decide("b", 1).Allowed)
+	require.False(t, decide(k, "a", 1).Allowed)
+	require.True(t, decide(k, "b", 1).Allowed)
 	require.Equal(t, int64(3), h.allowed.Load())
 	require.Equal(t, int64(2), h.denied.Load())
 	require.Equal(t, int64(time.Second), h.lastRetry.Load())
@@ -69,7 +69,7 @@ func TestKeyedHook(t *testing.T) {
 	require.Zero(t, testing.AllocsPerRun(1000, func() {
 		for _, key := range keys {
 			k.Allow(key)
-			k.Decide(key, 1)
+			decide(k, key, 1)
 		}
 	}))
 	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithHook("api", h))

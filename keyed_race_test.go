@@ -146,7 +146,7 @@ func evictionRace(t *testing.T, c raceCase, decisions int64) {
 						reset = -1 // unknown: only the request-time checks use it
 					}
 				} else {
-					d := k.DecideAt(names[key], now, n) // the other retry path
+					d := decideN(k, names[key], now, n) // the other retry path
 					ok, reset = d.Allowed, d.ResetAfter
 				}
 				if ok {

@@ -23,10 +23,10 @@ func TestRefundMakesRoomRejectNew(t *testing.T) {
 	require.NoError(t, err)
 	_, ra, _ := k.Take(ctx, "a", 1)
 	_, _, _ = k.Take(ctx, "b", 1)
-	require.False(t, k.Decide("c", 1).Allowed, "full: a and b are active for a second")
+	require.False(t, decide(k, "c", 1).Allowed, "full: a and b are active for a second")
 	ok, _ := k.Refund(ctx, "a", 1, ra)
 	require.True(t, ok)
-	require.True(t, k.Decide("c", 1).Allowed, "a is idle since its give-back: c takes its room")
+	require.True(t, decide(k, "c", 1).Allowed, "a is idle since its give-back: c takes its room")
 	require.Equal(t, uint64(1), k.Stats().Evicted)
 }
 
@@ -46,15 +46,15 @@ func TestRefundMakesRoomEvictStalest(t *testing.T) {
 		// c finds the limiter full and nothing idle: an active key goes (the
 		// stalest of the first shard that holds one), after a scan that
 		// found nothing idle.
-		require.True(t, k.Decide(key("c"), 2).Allowed)
+		require.True(t, decide(k, key("c"), 2).Allowed)
 		require.Equal(t, uint64(1), k.Stats().EvictedActive)
 		// The survivor gives its admission back: it is idle now.
 		okA, _ := k.Refund(ctx, key("a"), 2, ra)
 		okB, _ := k.Refund(ctx, key("b"), 2, rb)
 		require.True(t, okA != okB, "exactly one of a and b is still held, and gives back")
-		require.True(t, k.Decide(key("d"), 1).Allowed)
+		require.True(t, decide(k, key("d"), 1).Allowed)
 		require.Equal(t, uint64(1), k.Stats().EvictedActive, "trial %d: d took an active key's room while the survivor was idle", trial)
-		require.Equal(t, 0, k.Peek(key("c"), 0).Remaining, "trial %d: c keeps its state", trial)
+		require.Equal(t, 0, peek(k, key("c"), 0).Remaining, "trial %d: c keeps its state", trial)
 	}
 }
 
@@ -74,13 +74,13 @@ func TestRefundOnlyToItsOwnState(t *testing.T) {
 			require.NoError(t, err)
 			d, old, _ := k.Take(ctx, "a", 1)
 			require.True(t, d.Allowed)
-			require.True(t, k.Decide("b", 1).Allowed, "b takes a's room: a is evicted while active")
+			require.True(t, decide(k, "b", 1).Allowed, "b takes a's room: a is evicted while active")
 			d, _, _ = k.Take(ctx, "a", 1)
 			require.True(t, d.Allowed, "a comes back with a fresh state")
-			before := k.Peek("a", 0)
+			before := peek(k, "a", 0)
 			ok, _ := k.Refund(ctx, "a", 1, old)
 			require.False(t, ok, "a receipt of the removed state")
-			require.Equal(t, before, k.Peek("a", 0), "the new state keeps its admission")
+			require.Equal(t, before, peek(k, "a", 0), "the new state keeps its admission")
 			require.Equal(t, uint64(2), k.Stats().EvictedActive)
 		})
 	}

@@ -73,7 +73,7 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 
 			// The key bound holds for every rule: a fourth key is refused,
 			// with the time until the limiter can take it.
-			d := k.DecideAt("fourth", t0, 1)
+			d := decideN(k, "fourth", t0, 1)
 			require.False(t, d.Allowed)
 			require.Positive(t, d.RetryAfter)
 			require.Equal(t, d.RetryAfter, d.TokenAfter, "(e): a refused new key's t is its RetryAfter")
@@ -137,13 +137,13 @@ func TestKeyedSetRuleOnLiveStates(t *testing.T) {
 			for _, at := range []time.Duration{0, 10 * time.Millisecond, 300 * time.Millisecond} {
 				t2 := now.Add(at)
 				for name, peek := range map[string]gcra.Decision{
-					"keyed peek 0": k.PeekAt("a", t2, 0), "peek 0": l.PeekAt(t2, 0),
+					"keyed peek 0": k.PeekN("a", t2, 0), "peek 0": l.PeekN(t2, 0),
 				} {
 					require.True(t, peek.Allowed, "%s at +%v: n = 0 is an admitted peek", name, at)
 					require.GreaterOrEqual(t, peek.Remaining, 0, "%s at +%v", name, at)
 				}
 				for name, d := range map[string]gcra.Decision{
-					"keyed": k.PeekAt("a", t2, 1), "single": l.PeekAt(t2, 1),
+					"keyed": k.PeekN("a", t2, 1), "single": l.PeekN(t2, 1),
 				} {
 					require.GreaterOrEqual(t, d.Remaining, 0, "%s at +%v: %+v", name, at, d)
 					if !d.Allowed {
@@ -166,9 +166,9 @@ func TestKeyedPeekAbsentKeyAllocatesNothing(t *testing.T) {
 		require.NoError(t, err)
 		now := time.Now()
 		allocs := testing.AllocsPerRun(100, func() {
-			k.PeekAt(7, now, 1)
+			k.PeekN(7, now, 1)
 			k.AllowN(8, now, 0)
-			k.DecideAt(9, now, 0)
+			decideN(k, 9, now, 0)
 		})
 		require.Zero(t, allocs, "%v", r)
 		require.Zero(t, k.Len(), "%v: peeks create no key", r)
@@ -190,7 +190,7 @@ func TestKeyedHookRefusedNewKey(t *testing.T) {
 	clk.Advance(time.Second)
 	require.False(t, k.Allow("b"), "full: the new key is refused")
 	require.EqualValues(t, 1, hook.overloaded.Load(), "Allow's refusal")
-	d := k.Decide("b", 1)
+	d := decide(k, "b", 1)
 	require.False(t, d.Allowed)
 	require.Equal(t, 4*time.Second, d.RetryAfter, "a is idle once its window ends, 4s from now")
 	require.EqualValues(t, 2, hook.overloaded.Load(), "Decide's refusal")
@@ -201,5 +201,5 @@ func TestKeyedHookRefusedNewKey(t *testing.T) {
 	require.EqualValues(t, 3, hook.overloaded.Load(), "Take's refusal")
 	require.Zero(t, hook.denied.Load(), "no quota was denied")
 	clk.Advance(4 * time.Second)
-	require.True(t, k.Decide("b", 1).Allowed, "after the wait it was told, b fits")
+	require.True(t, decide(k, "b", 1).Allowed, "after the wait it was told, b fits")
 }

@@ -49,17 +49,17 @@ func TestKeyedMatchesPerKeyLimiters(t *testing.T) {
 				ref = newLimiter(t, gcra.Every(interval), burst, atomiclimit.WithClock(clk))
 				single[key] = ref
 			}
-			if got, want := sweep.PeekAt(key, now, n), ref.PeekAt(now, n); got != want {
+			if got, want := sweep.PeekN(key, now, n), ref.PeekN(now, n); got != want {
 				t.Fatalf("seed %d step %d: sweep: Peek(%s, %d) = %+v, want %+v", seed, step, key, n, got, want)
 			}
-			want := ref.DecideAt(now, n)
-			if got := keep.DecideAt(key, now, n); got != want {
+			want := ref.TakeN(now, n)
+			if got := decideN(keep, key, now, n); got != want {
 				t.Fatalf("seed %d step %d: keep: Decide(%s, %d) = %+v, want %+v", seed, step, key, n, got, want)
 			}
-			if got := sweep.DecideAt(key, now, n); got != want {
+			if got := decideN(sweep, key, now, n); got != want {
 				t.Fatalf("seed %d step %d: sweep: Decide(%s, %d) = %+v, want %+v", seed, step, key, n, got, want)
 			}
-			if got, want := sweep.PeekAt(key, now, 0).Remaining, ref.PeekAt(now, 0).Remaining; got != want {
+			if got, want := sweep.PeekN(key, now, 0).Remaining, ref.PeekN(now, 0).Remaining; got != want {
 				t.Fatalf("seed %d step %d: Tokens(%s) = %d, want %d", seed, step, key, got, want)
 			}
 			sweep.SweepAt(clk.Now())
@@ -91,14 +91,14 @@ func TestKeyedStaleNowAfterEviction(t *testing.T) {
 	// A request stamped 5 ms arrives late. Kept: TAT 30 ms, so at 5 ms the
 	// bucket is 25 ms from full: denied, 5 ms to wait.
 	stale := t0.Add(5 * time.Millisecond)
-	d := keep.DecideAt("a", stale, 1)
+	d := decideN(keep, "a", stale, 1)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, 5*time.Millisecond, d.RetryAfter)
 	// Swept: the new cell starts at the floor, the removed cell's TAT
 	// (30 ms): the same decision. A fresh cell at TAT 0 would have admitted
 	// all 3.
 	require.Equal(t, int64(30*time.Millisecond), sweep.Floor())
-	d = sweep.DecideAt("a", stale, 1)
+	d = decideN(sweep, "a", stale, 1)
 	assert.False(t, d.Allowed, "a stale request must not find a fresh full bucket: %+v", d)
 	assert.Equal(t, 5*time.Millisecond, d.RetryAfter)
 }
@@ -117,7 +117,7 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 		call func() bool
 	}{
 		{"Allow", func() bool { return k.Allow("a") }},
-		{"Decide", func() bool { return k.Decide("a", 1).Allowed }},
+		{"Decide", func() bool { return decide(k, "a", 1).Allowed }},
 	} {
 		require.True(t, step.call(), step.name)
 	}
@@ -133,7 +133,7 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 	r, err := k.Reserve("a")
 	require.NoError(t, err)
 	require.Zero(t, r.Delay())
-	require.Equal(t, 1, k.Peek("a", 0).Remaining)
+	require.Equal(t, 1, peek(k, "a", 0).Remaining)
 }
 
 func TestKeyedOptions(t *testing.T) {
@@ -171,7 +171,7 @@ func TestKeyedMaxKeysRejectNew(t *testing.T) {
 		require.True(t, k.AllowN(key, clk.Now(), 2), key)
 	}
 	require.False(t, k.Allow("d"), "full, nothing idle: refuse the new key")
-	d := k.Decide("d", 1)
+	d := decide(k, "d", 1)
 	require.False(t, d.Allowed)
 	require.Equal(t, 200*time.Millisecond, d.RetryAfter, "RetryAfter of a refused key is its tier's B·T")
 	_, err := k.Reserve("d")
@@ -191,7 +191,7 @@ func TestKeyedMaxKeysRejectNew(t *testing.T) {
 	require.GreaterOrEqual(t, st.Evicted, uint64(1), "b or c, or both if they share the shard the scan reaches first")
 	require.Equal(t, 4-int(st.Evicted), st.Keys)
 	require.Zero(t, st.EvictedActive)
-	require.Equal(t, 1, k.PeekAt("a", clk.Now(), 0).Remaining, "a kept its state (TAT 300 ms at 250 ms); a fresh a would have 2")
+	require.Equal(t, 1, k.PeekN("a", clk.Now(), 0).Remaining, "a kept its state (TAT 300 ms at 250 ms); a fresh a would have 2")
 }
 
 // EvictStalest: with no idle key, the key with the smallest TAT goes, and is
@@ -207,9 +207,9 @@ func TestKeyedMaxKeysEvictStalest(t *testing.T) {
 	st := k.Stats()
 	require.Equal(t, 3, st.Keys)
 	require.Equal(t, uint64(1), st.EvictedActive)
-	require.Equal(t, 3, k.Peek("b", 0).Remaining, "b was forgotten: a full bucket again")
-	require.Equal(t, 0, k.Peek("a", 0).Remaining)
-	require.Equal(t, 1, k.Peek("c", 0).Remaining)
+	require.Equal(t, 3, peek(k, "b", 0).Remaining, "b was forgotten: a full bucket again")
+	require.Equal(t, 0, peek(k, "a", 0).Remaining)
+	require.Equal(t, 1, peek(k, "c", 0).Remaining)
 
 	// At 2.5 s, c (TAT 2 s) and d (TAT 1 s) are idle; a (TAT 3 s) is not.
 	clk.Advance(2500 * time.Millisecond)
@@ -218,7 +218,7 @@ func TestKeyedMaxKeysEvictStalest(t *testing.T) {
 	require.Equal(t, uint64(1), st.EvictedActive, "idle keys go before an active one")
 	require.Equal(t, uint64(2), st.Evicted, "the scan removes every idle key of its shard")
 	require.Equal(t, 2, st.Keys)
-	require.Equal(t, 2, k.Peek("a", 0).Remaining, "a kept its state: TAT 3 s at 2.5 s")
+	require.Equal(t, 2, peek(k, "a", 0).Remaining, "a kept its state: TAT 3 s at 2.5 s")
 }
 
 // Under contention on far more keys than the bound, the bound holds and the
@@ -258,7 +258,7 @@ func TestKeyedTiers(t *testing.T) {
 	_, err = k.NewTier(atomiclimit.GCRA(gcra.Every(0), 5))
 	require.ErrorIs(t, err, gcra.ErrInvalidLimit)
 
-	require.Equal(t, 1, k.Peek("old", 0).Remaining)
+	require.Equal(t, 1, peek(k, "old", 0).Remaining)
 	require.True(t, k.Allow("old")) // created on the default tier
 	k.SetTierFunc(func(key string) *atomiclimit.Tier {
 		if key[0] == 'p' {
@@ -266,7 +266,7 @@ func TestKeyedTiers(t *testing.T) {
 		}
 		return nil
 	})
-	require.Equal(t, 5, k.Peek("p1", 0).Remaining, "Tokens of an absent key uses the tier it would get")
+	require.Equal(t, 5, peek(k, "p1", 0).Remaining, "Tokens of an absent key uses the tier it would get")
 	require.Equal(t, 5, drainKey(k, "p1", clk.Now()))
 	require.Equal(t, 1, drainKey(k, "free", clk.Now()))
 	require.Equal(t, 0, drainKey(k, "old", clk.Now()), "present keys keep their tier")
@@ -318,12 +318,12 @@ func TestKeyedAllocatesNothing(t *testing.T) {
 		for _, key := range keys {
 			ks.Allow(key)
 			ks.AllowN(key, now, 1)
-			ks.Decide(key, 1)
-			ks.Peek(key, 1)
-			ks.Peek(key, 0)
+			decide(ks, key, 1)
+			peek(ks, key, 1)
+			peek(ks, key, 0)
 		}
 		ki.Allow(42) // denied
-		ki.Decide(42, 1)
+		decide(ki, 42, 1)
 	})
 	require.Zero(t, allocs)
 }
@@ -338,7 +338,7 @@ func TestKeyedReserveAndWait(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 100*time.Millisecond, r2.Delay())
 	r2.Cancel()
-	require.Equal(t, 100*time.Millisecond, k.Peek("a", 1).RetryAfter, "the cancelled reservation's token is back")
+	require.Equal(t, 100*time.Millisecond, peek(k, "a", 1).RetryAfter, "the cancelled reservation's token is back")
 	_, err = k.ReserveN("a", clk.Now(), 2)
 	require.ErrorIs(t, err, gcra.ErrExceedsBurst)
 
@@ -355,7 +355,7 @@ func TestKeyedReserveAndWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, k.Wait(ctx, "b"), context.Canceled)
-	require.Equal(t, 1, k.Peek("b", 0).Remaining, "a cancelled context consumes nothing")
+	require.Equal(t, 1, peek(k, "b", 0).Remaining, "a cancelled context consumes nothing")
 }
 
 // The background sweeper removes idle keys by itself, Close stops it, and
@@ -410,6 +410,6 @@ func TestKeyedUnlimitedAndDenyAll(t *testing.T) {
 	}
 	require.NoError(t, k.SetRule(atomiclimit.GCRA(gcra.DenyAll, 0)))
 	require.False(t, k.Allow("a"))
-	require.Equal(t, gcra.Never, k.Decide("a", 1).RetryAfter)
+	require.Equal(t, gcra.Never, decide(k, "a", 1).RetryAfter)
 	require.False(t, errors.Is(nil, atomiclimit.ErrTooManyKeys))
 }

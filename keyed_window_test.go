@@ -89,12 +89,12 @@ func TestKeyedWindowMatchesSingleKey(t *testing.T) {
 						n = rng.IntN(3)
 					}
 					what := fmt.Sprintf("seed %d step %d key %d n %d", seed, step, key, n)
-					peek := singles[key].PeekAt(now, n)
-					require.Equal(t, peek, kept.PeekAt(key, now, n), "peek kept: "+what)
-					require.Equal(t, peek, swept.PeekAt(key, now, n), "peek swept: "+what)
-					want := singles[key].DecideAt(now, n)
-					require.Equal(t, want, kept.DecideAt(key, now, n), "kept: "+what)
-					require.Equal(t, want, swept.DecideAt(key, now, n), "swept: "+what)
+					peek := singles[key].PeekN(now, n)
+					require.Equal(t, peek, kept.PeekN(key, now, n), "peek kept: "+what)
+					require.Equal(t, peek, swept.PeekN(key, now, n), "peek swept: "+what)
+					want := singles[key].TakeN(now, n)
+					require.Equal(t, want, decideN(kept, key, now, n), "kept: "+what)
+					require.Equal(t, want, decideN(swept, key, now, n), "swept: "+what)
 					swept.SweepAt(now)
 				}
 				evicted += swept.Stats().Evicted
@@ -117,7 +117,7 @@ func TestKeyedWindowStaleTimeAfterEviction(t *testing.T) {
 	require.True(t, f.AllowN("a", at(500*time.Millisecond), 2)) // window 0 full
 	clk.Set(1200 * time.Millisecond)                            // a sweep never looks past the clock
 	require.Equal(t, 1, f.SweepAt(at(1200*time.Millisecond)))
-	d := f.DecideAt("a", at(900*time.Millisecond), 1) // stale: window 0
+	d := decideN(f, "a", at(900*time.Millisecond), 1) // stale: window 0
 	require.True(t, d.Allowed)
 	assert.Equal(t, 1100*time.Millisecond, d.ResetAfter, "counted in window 1, which ends at 2s")
 	assert.Equal(t, 1, d.Remaining)
@@ -132,10 +132,10 @@ func TestKeyedWindowStaleTimeAfterEviction(t *testing.T) {
 	require.Equal(t, 0, l.SweepAt(at(1400*time.Millisecond)), "not idle before 1.5s")
 	clk.Set(1500 * time.Millisecond)
 	require.Equal(t, 1, l.SweepAt(at(1500*time.Millisecond)))
-	d = l.DecideAt("a", at(1100*time.Millisecond), 1) // stale
+	d = decideN(l, "a", at(1100*time.Millisecond), 1) // stale
 	require.False(t, d.Allowed, "a stale request must not find an empty ring")
 	assert.Equal(t, 400*time.Millisecond, d.RetryAfter)
-	pk := l.PeekAt("b", at(1100*time.Millisecond), 1)
+	pk := l.PeekN("b", at(1100*time.Millisecond), 1)
 	assert.False(t, pk.Allowed, "a new key starts at the floor too")
 	assert.True(t, l.AllowN("a", at(1500*time.Millisecond), 1))
 }
@@ -151,9 +151,9 @@ func TestKeyedWindowRetiredCellIsReplaced(t *testing.T) {
 			clk.Advance(3 * a.period) // idle
 			require.True(t, k.RetireKey(1, k.Nanos(clk.Now())), "retired without removing")
 			require.Equal(t, 1, k.Len(), "retired, still held")
-			assert.True(t, k.PeekAt(1, clk.Now(), 1).Allowed, "peek answers as for a new cell")
+			assert.True(t, k.PeekN(1, clk.Now(), 1).Allowed, "peek answers as for a new cell")
 			assert.True(t, k.AllowN(1, clk.Now(), 1))
-			assert.True(t, k.DecideAt(1, clk.Now(), 1).Allowed)
+			assert.True(t, decideN(k, 1, clk.Now(), 1).Allowed)
 			st := k.Stats()
 			assert.Equal(t, uint64(2), st.Created)
 			assert.Equal(t, 1, k.Len())
@@ -170,7 +170,7 @@ func TestKeyedWindowMaxKeys(t *testing.T) {
 			for key := range 3 {
 				require.True(t, k.AllowN(key, clk.Now(), 1))
 			}
-			d := k.DecideAt(9, clk.Now(), 1)
+			d := decideN(k, 9, clk.Now(), 1)
 			assert.False(t, d.Allowed, "full, nothing idle")
 			assert.Positive(t, d.RetryAfter)
 			assert.Equal(t, uint64(1), k.Stats().Rejected)
@@ -237,13 +237,13 @@ func TestKeyedWindowAllocatesNothing(t *testing.T) {
 	l.Allow(7)
 	for name, fn := range map[string]func(){
 		"fixed/allow":    func() { f.Allow("k") },
-		"fixed/decide":   func() { f.Decide("k", 1) },
-		"fixed/peek":     func() { f.Peek("k", 1) },
+		"fixed/decide":   func() { decide(f, "k", 1) },
+		"fixed/peek":     func() { peek(f, "k", 1) },
 		"counter/allowN": func() { c.AllowN("k", now, 1) }, // admits, then denies
-		"counter/decide": func() { c.DecideAt("k", now, 1) },
+		"counter/decide": func() { decideN(c, "k", now, 1) },
 		"log/allow":      func() { l.Allow(7) }, // 8 admissions, then denials
-		"log/decide":     func() { l.Decide(7, 1) },
-		"log/peek":       func() { l.Peek(7, 1) },
+		"log/decide":     func() { decide(l, 7, 1) },
+		"log/peek":       func() { peek(l, 7, 1) },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)
 	}
@@ -294,7 +294,7 @@ func TestKeyedWindowEvictionRace(t *testing.T) {
 					if a.name == "log" {
 						n = 1
 					}
-					d := k.DecideAt(key, now, n)
+					d := decideN(k, key, now, n)
 					if d.Allowed {
 						mu.Lock()
 						got[key] = append(got[key], windowAdmission{now: now.Sub(windowT0), n: n, counted: int64(now.Sub(windowT0) + d.ResetAfter)})

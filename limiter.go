@@ -158,10 +158,10 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
 	return ok
 }
 
-// Decide is Allow for n events with the whole decision: remaining,
-// retry-after, reset-after and time to the next event. Decide is shorthand
-// for DecideAt(clock.Now(), n).
-func (l *Limiter) Decide(n int) gcra.Decision {
+// Take is Allow for n events with the whole decision: remaining,
+// retry-after, reset-after and time to the next event. n = 0 is an admitted
+// peek that takes nothing. Take is shorthand for TakeN(clock.Now(), n).
+func (l *Limiter) Take(n int) gcra.Decision {
 	now := l.src.Now()
 	d := l.decide(now, n, false)
 	if !d.Allowed && l.src.IsCoarse() {
@@ -172,18 +172,18 @@ func (l *Limiter) Decide(n int) gcra.Decision {
 	return d
 }
 
-// DecideAt is Decide at the given time.
-func (l *Limiter) DecideAt(now time.Time, n int) gcra.Decision {
+// TakeN is Take at the given time.
+func (l *Limiter) TakeN(now time.Time, n int) gcra.Decision {
 	return l.decide(l.src.At(now), n, false)
 }
 
-// Peek returns the decision Decide(n) would make now, taking nothing;
+// Peek returns the decision Take(n) would make now, taking nothing;
 // Peek(0) describes the limiter as it is. Peek is shorthand for
-// PeekAt(clock.Now(), n).
+// PeekN(clock.Now(), n).
 func (l *Limiter) Peek(n int) gcra.Decision { return l.decide(l.src.Now(), n, true) }
 
-// PeekAt is Peek at the given time.
-func (l *Limiter) PeekAt(now time.Time, n int) gcra.Decision {
+// PeekN is Peek at the given time.
+func (l *Limiter) PeekN(now time.Time, n int) gcra.Decision {
 	return l.decide(l.src.At(now), n, true)
 }
 

@@ -41,30 +41,30 @@ func TestLimiterTimeline(t *testing.T) {
 	at := func(msec int64) time.Time { return clk.At(time.Duration(msec) * time.Millisecond) }
 	ms := time.Millisecond
 
-	assert.Equal(t, 3, lim.PeekAt(at(0), 0).Remaining)
+	assert.Equal(t, 3, lim.PeekN(at(0), 0).Remaining)
 	assert.True(t, lim.AllowN(at(0), 2))
 	assert.Equal(t, gcra.Decision{Allowed: false, Remaining: 1, RetryAfter: 10 * ms, ResetAfter: 20 * ms},
-		lim.PeekAt(at(0), 2), "peek consumes nothing")
+		lim.PeekN(at(0), 2), "peek consumes nothing")
 	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 0, ResetAfter: 30 * ms, TokenAfter: 10 * ms},
-		lim.DecideAt(at(0), 1))
+		lim.TakeN(at(0), 1))
 	assert.False(t, lim.AllowN(at(9), 1))
-	assert.Equal(t, 0, lim.PeekAt(at(9), 0).Remaining)
+	assert.Equal(t, 0, lim.PeekN(at(9), 0).Remaining)
 	assert.True(t, lim.AllowN(at(10), 1))
 	assert.False(t, lim.AllowN(at(5), 1), "a stale time is stricter")
 	assert.False(t, lim.AllowN(at(100), 4), "n > burst")
 	assert.False(t, lim.AllowN(at(100), -1), "n < 0")
-	assert.Equal(t, 3, lim.PeekAt(at(100), 0).Remaining)
+	assert.Equal(t, 3, lim.PeekN(at(100), 0).Remaining)
 
 	// The clock-reading forms read the fake clock.
 	clk.Set(200 * ms)
 	assert.Equal(t, 3, lim.Peek(0).Remaining)
 	assert.True(t, lim.Allow())
-	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 0, ResetAfter: 30 * ms, TokenAfter: 10 * ms}, lim.Decide(2))
+	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 0, ResetAfter: 30 * ms, TokenAfter: 10 * ms}, lim.Take(2))
 	assert.Equal(t, gcra.Decision{Remaining: 0, RetryAfter: 10 * ms, ResetAfter: 30 * ms, TokenAfter: 10 * ms}, lim.Peek(1))
 	assert.False(t, lim.Allow())
 
 	// Times before the limiter's epoch count as the epoch: never a refill.
-	assert.Equal(t, lim.PeekAt(clk.At(0), 0).Remaining, lim.PeekAt(clk.At(-time.Hour), 0).Remaining)
+	assert.Equal(t, lim.PeekN(clk.At(0), 0).Remaining, lim.PeekN(clk.At(-time.Hour), 0).Remaining)
 }
 
 func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
@@ -76,7 +76,7 @@ func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
 
 	deny := newLimiter(t, gcra.DenyAll, 1)
 	assert.False(t, deny.Allow())
-	assert.Equal(t, gcra.Never, deny.Decide(1).RetryAfter)
+	assert.Equal(t, gcra.Never, deny.Take(1).RetryAfter)
 	assert.Equal(t, 0, deny.Peek(0).Remaining)
 }
 
@@ -126,10 +126,10 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 		for op, f := range map[string]func(){
 			"Allow":    func() { assert.True(t, admit.Allow()) },
 			"AllowN":   func() { assert.True(t, admit.AllowN(now, 3)) },
-			"Decide":   func() { assert.True(t, admit.Decide(1).Allowed) },
-			"DecideAt": func() { assert.True(t, admit.DecideAt(now, 1).Allowed) },
+			"Decide":   func() { assert.True(t, admit.Take(1).Allowed) },
+			"DecideAt": func() { assert.True(t, admit.TakeN(now, 1).Allowed) },
 			"Peek":     func() { admit.Peek(1) },
-			"PeekAt":   func() { admit.PeekAt(now, 1) },
+			"PeekAt":   func() { admit.PeekN(now, 1) },
 			"Tokens":   func() { admit.Peek(0) },
 			"deny":     func() { assert.False(t, deny.Allow()) },
 			"denyN":    func() { assert.False(t, deny.AllowN(now, 1)) },
@@ -182,35 +182,35 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 			clk.Set(at)
 			now := clk.Now()
 			lim.AllowN(now, 1) // drain a token where there is one, so the state is not the zero one
-			before, tat := lim.PeekAt(now, 1), b.TAT()
+			before, tat := lim.PeekN(now, 1), b.TAT()
 			assert.True(t, lim.AllowN(now, 0), "%s step %d: AllowN(0)", lc.name, i)
-			d := lim.DecideAt(now, 0)
+			d := lim.TakeN(now, 0)
 			assert.True(t, d.Allowed, "%s step %d: DecideAt(0)", lc.name, i)
 			assert.Zero(t, d.RetryAfter, "%s step %d: RetryAfter", lc.name, i)
-			assert.Equal(t, lim.PeekAt(now, 0).Remaining, d.Remaining, "%s step %d: the state as it is", lc.name, i)
+			assert.Equal(t, lim.PeekN(now, 0).Remaining, d.Remaining, "%s step %d: the state as it is", lc.name, i)
 			r, err := lim.ReserveN(now, 0)
 			require.NoError(t, err, "%s step %d: ReserveN(0)", lc.name, i)
 			assert.Zero(t, r.DelayFrom(now))
 			r.CancelAt(now)
 			require.NoError(t, lim.WaitNWithTimer(context.Background(), 0, nil), "%s step %d: WaitN(0)", lc.name, i)
-			assert.Equal(t, before, lim.PeekAt(now, 1), "%s step %d: nothing consumed", lc.name, i)
+			assert.Equal(t, before, lim.PeekN(now, 1), "%s step %d: nothing consumed", lc.name, i)
 
 			assert.True(t, b.AllowN(p, int64(at), 0))
-			assert.True(t, decideN(&b, p, int64(at), 0).Allowed)
+			assert.True(t, bucketDecide(&b, p, int64(at), 0).Allowed)
 			_, wait, ok := b.ReserveN(p, int64(at), 0, 0)
 			assert.True(t, ok)
 			assert.Zero(t, wait)
 			assert.Equal(t, tat, b.TAT(), "%s step %d: the bucket stored nothing", lc.name, i)
 
 			assert.True(t, k.AllowN("new", now, 0), "%s step %d: keyed AllowN(0)", lc.name, i)
-			assert.True(t, k.DecideAt("new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", lc.name, i)
+			assert.True(t, decideN(k, "new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", lc.name, i)
 			_, err = k.ReserveN("new", now, 0)
 			require.NoError(t, err)
 			require.NoError(t, k.WaitNWithTimer(context.Background(), "new", 0, nil))
 			assert.Zero(t, k.Len(), "%s step %d: n = 0 creates no key", lc.name, i)
 
 			assert.False(t, lim.AllowN(now, -1), "%s step %d: n < 0", lc.name, i)
-			assert.Equal(t, gcra.Never, lim.DecideAt(now, -1).RetryAfter)
+			assert.Equal(t, gcra.Never, lim.TakeN(now, -1).RetryAfter)
 			_, err = lim.ReserveN(now, -1)
 			assert.ErrorIs(t, err, gcra.ErrInvalidN)
 			assert.Contains(t, err.Error(), "at least 0")

@@ -255,11 +255,11 @@ func TestWaitPastDeadlineConsumesNothing(t *testing.T) {
 			defer cancel()
 			require.NoError(t, ctx.Err(), "the context has not noticed its deadline")
 
-			before, keyedBefore := lim.PeekAt(clk.Now(), 1), k.PeekAt("a", clk.Now(), 1)
+			before, keyedBefore := lim.PeekN(clk.Now(), 1), k.PeekN("a", clk.Now(), 1)
 			assert.ErrorIs(t, lim.WaitNWithTimer(ctx, 1, noTimer), context.DeadlineExceeded)
-			assert.Equal(t, before, lim.PeekAt(clk.Now(), 1), "nothing consumed")
+			assert.Equal(t, before, lim.PeekN(clk.Now(), 1), "nothing consumed")
 			assert.ErrorIs(t, k.WaitNWithTimer(ctx, "a", 1, noTimer), context.DeadlineExceeded)
-			assert.Equal(t, keyedBefore, k.PeekAt("a", clk.Now(), 1), "nothing consumed (keyed)")
+			assert.Equal(t, keyedBefore, k.PeekN("a", clk.Now(), 1), "nothing consumed (keyed)")
 		})
 	}
 }

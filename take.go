@@ -2,6 +2,7 @@ package atomiclimit
 
 import (
 	"context"
+	"time"
 	"unsafe"
 
 	"github.com/atomiclimit/atomiclimit/atomicbucket"
@@ -57,52 +58,59 @@ func (r Receipt) taken(c *cell) (algo.Taken, bool) {
 }
 
 // A KeyedLimiter is any keyed limiter, in process or remote, as the doors
-// take it: httplimit's middleware checks each request against one or
-// several of them, and gives back what the others took when one denies.
-// *Keyed[K] implements it for every rule, as redisgcra.Limiter does for
-// limits kept in Redis. The root package exports it as
-// atomiclimit.KeyedLimiter; internal/door, below the root, uses it here.
+// take it: httplimit's middleware and grpclimit's interceptors check each
+// request against one or several of them, all or nothing. *Keyed[K]
+// implements it for every rule, as redislimit.Limiter does for limits kept
+// in Redis; neither needs an adapter.
 type KeyedLimiter[K comparable] interface {
 	// Take decides a request for n at key and takes n if it is admitted;
 	// n = 0 is an admitted peek that takes nothing. The receipt lets Refund
-	// give an admission back (0: there is nothing to give back).
+	// give an admission back (the zero Receipt: there is nothing to give
+	// back).
 	//
 	// A non-nil error means the limiter could not decide on key's state as
 	// it should have: a full limiter had no room for a new key
 	// (ErrTooManyKeys: the decision's RetryAfter is when it may have), a
 	// remote store failed or timed out (an outage), it refused the call or
-	// held a corrupt value for key (see redisgcra's error classes), or ctx
+	// held a corrupt value for key (see redislimit's error classes), or ctx
 	// ended first (the caller gave up: errors.Is(err, ctx.Err()), not an
 	// outage). The decision is then the limiter's own answer to that (fail
-	// open, fail closed, a repaired state: see redisgcra.WithOutage), and a
+	// open, fail closed, a repaired state: see redislimit.WithOutage), and a
 	// door neither advertises it as the key's state nor reports it as a
 	// denial of quota; but a decision another limiter made on a state of
 	// its own (a local fallback: the error wraps ErrFallback) is taken as
 	// the policy's. An in-process limiter fails only with ErrTooManyKeys.
 	Take(ctx context.Context, key K, n int) (gcra.Decision, Receipt, error)
-	// Check returns the decision Take would make now, taking nothing (a
+	// Peek returns the decision Take would make now, taking nothing (a
 	// door asks it of the policies after one that denied, to name every
 	// policy violated and the longest wait). Its error is Take's.
-	Check(ctx context.Context, key K, n int) (gcra.Decision, error)
+	Peek(ctx context.Context, key K, n int) (gcra.Decision, error)
 	// Refund gives back the n that an admission of key took, identified by
-	// its receipt, if key's state still counts it, and reports whether it
-	// did. It never creates quota: once something else was admitted on key
-	// (or the admission's window has passed), it gives back nothing. (One
-	// exception, in process: a rule changed between Take and Refund, by
-	// SetRule or SetKeyRule, measures the refund by the new rule, so a
-	// GCRA refund under a slower new rate gives back more time than was
-	// taken. A door refunds within one request, microseconds after Take.)
+	// its receipt, as far as key's state still holds it, and reports whether
+	// it gave anything back. It never creates quota: the state ends as it
+	// would be had the admission never been made, or stricter (see
+	// Keyed.Refund). n must be the n given to Take.
 	Refund(ctx context.Context, key K, n int, r Receipt) (bool, error)
 	// Quota describes the rule key is held to: its own tier's, if it has
 	// one. It never makes a remote call.
 	Quota(key K) Quota
 }
 
-// Take decides a request for n at key and takes n if it is admitted, as
-// Decide does, and returns the receipt Refund needs to give the admission
-// back. n = 0 is an admitted peek. It never blocks and never fails: ctx is
-// unused and the error is always nil (remote limiters, which implement the
-// same contract, use both).
+// Take decides a request for n at key and takes n if it is admitted, with
+// the whole decision (remaining, retry-after, reset, time to the next
+// token) and the receipt Refund needs to give the admission back. n = 0 is
+// an admitted peek that takes nothing; n < 0, and n above what the rule can
+// ever admit, are denied and insert no key. Take is shorthand for
+// TakeN(key, clock.Now(), n).
+//
+// It never blocks. Its only error is ErrTooManyKeys, for a new key a full
+// limiter has no room for (WithMaxKeys with RejectNew): the decision is then
+// a denial with Remaining 0 and, as RetryAfter and TokenAfter, the time
+// until the limiter can take the key (when the first key its last search
+// for room saw becomes idle, or, before any search, the longest the key's
+// rule takes to become idle), gcra.Never for DenyAll. ctx is unused (remote
+// limiters, which implement the same contract, use it). A key whose rule is
+// Unlimited is admitted even then: it needs no state.
 func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Receipt, err error) {
 	now := k.src.Now()
 	if k.fast && k.hook == nil {
@@ -123,6 +131,17 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 			d, r, full = k.take(key, t, n) // see allowFresh
 		}
 	}
+	return k.taken(n, d, r, full)
+}
+
+// TakeN is Take at the given time.
+func (k *Keyed[K]) TakeN(key K, now time.Time, n int) (gcra.Decision, Receipt, error) {
+	d, r, full := k.take(key, k.src.At(now), n)
+	return k.taken(n, d, r, full)
+}
+
+// taken reports a decision to the hook and returns it with its error.
+func (k *Keyed[K]) taken(n int, d gcra.Decision, r Receipt, full bool) (gcra.Decision, Receipt, error) {
 	if k.hook != nil {
 		k.reportDecision(n, d, full)
 	}
@@ -132,10 +151,22 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	return d, r, nil
 }
 
-// Check returns the decision Take(ctx, key, n) would make now, taking
-// nothing: Peek in the contract's form. It never fails; ctx is unused.
-func (k *Keyed[K]) Check(_ context.Context, key K, n int) (gcra.Decision, error) {
+// Peek returns the decision Take(ctx, key, n) would make now, taking
+// nothing and creating no key; Peek(ctx, key, 0) describes the key as it
+// is. For a key the limiter does not hold it answers as for a new key; if
+// the limiter is full and finds no room, the Take that follows refuses it.
+// It allocates nothing, except for a key it does not hold under a rule
+// wider than one word (the log, the rolling window, bands): then it decides
+// on a fresh state of that many words, dropped after. It never fails: ctx is
+// unused and the error is always nil. Peek is shorthand for PeekN(key,
+// clock.Now(), n).
+func (k *Keyed[K]) Peek(_ context.Context, key K, n int) (gcra.Decision, error) {
 	return k.peek(key, k.src.Now(), n), nil
+}
+
+// PeekN is Peek at the given time.
+func (k *Keyed[K]) PeekN(key K, now time.Time, n int) gcra.Decision {
+	return k.peek(key, k.src.At(now), n)
 }
 
 // take is Take on any path: a key absent or retired, any rule. full says

@@ -29,7 +29,7 @@ func BenchmarkKeyedTake(b *testing.B) {
 	b.Run("op=decide", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
-			k.Decide("key", 1)
+			decide(k, "key", 1)
 		}
 	})
 	b.Run("op=take", func(b *testing.B) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc"
@@ -32,7 +33,7 @@ func newRecording(k *atomiclimit.Keyed[string]) *recordingLimiter {
 
 func (l *recordingLimiter) Take(_ context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	now := time.Now()
-	d := l.k.DecideAt(key, now, n)
+	d := stacktest.DecideN(l.k, key, now, n)
 	if d.Allowed {
 		l.mu.Lock()
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))
@@ -41,8 +42,8 @@ func (l *recordingLimiter) Take(_ context.Context, key string, n int) (gcra.Deci
 	return d, atomiclimit.Receipt{}, nil
 }
 
-func (l *recordingLimiter) Check(_ context.Context, key string, n int) (gcra.Decision, error) {
-	return l.k.PeekAt(key, time.Now(), n), nil
+func (l *recordingLimiter) Peek(_ context.Context, key string, n int) (gcra.Decision, error) {
+	return l.k.PeekN(key, time.Now(), n), nil
 }
 
 func (l *recordingLimiter) Refund(context.Context, string, int, atomiclimit.Receipt) (bool, error) {

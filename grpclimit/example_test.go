@@ -62,7 +62,7 @@ func Example() {
 	// call 1: OK
 	// call 2: OK
 	// call 3: ResourceExhausted, retry after 30s
-	// violated: per-client (gcra 2/1m0s burst 2)
+	// violated: per-client (2/min, burst 2)
 	// ratelimit: "per-client";r=0;t=30
 	// ratelimit-policy: "per-client";q=2;w=60
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -202,7 +203,7 @@ func TestCertSubjectMTLS(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if d := lim.Peek("CN=client-a,O=atomiclimit test", 0); d.Remaining != 0 {
+	if d := stacktest.Peek(lim, "CN=client-a,O=atomiclimit test", 0); d.Remaining != 0 {
 		t.Errorf("the identity's key has %d left, want 0 (keys: %d)", d.Remaining, lim.Len())
 	}
 	// Without a verified chain: ErrNoKey.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -192,7 +193,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 			}
 		}
 	}
-	if d := wide.PeekAt(echo.Say, c.Now(), 0); d.Remaining != 8 {
+	if d := wide.PeekN(echo.Say, c.Now(), 0); d.Remaining != 8 {
 		t.Errorf("wide has %d left, want 8: a denied call was charged to it", d.Remaining)
 	}
 	if h.allowed["wide"] != 2 || h.allowed["narrow"] != 2 || h.denied["narrow"] != 3 || h.denied["wide"] != 0 {
@@ -216,7 +217,7 @@ func (f *failingLimiter) Take(ctx context.Context, key string, n int) (gcra.Deci
 	return gcra.Decision{Allowed: f.open, RetryAfter: map[bool]time.Duration{false: 2 * time.Second}[f.open]}, atomiclimit.Receipt{}, f.err
 }
 
-func (f *failingLimiter) Check(ctx context.Context, key string, n int) (gcra.Decision, error) {
+func (f *failingLimiter) Peek(ctx context.Context, key string, n int) (gcra.Decision, error) {
 	d, _, err := f.Take(ctx, key, n)
 	return d, err
 }
@@ -262,7 +263,7 @@ func TestOutage(t *testing.T) {
 			if d, ok := RetryDelay(err); !ok || d != 2*time.Second {
 				t.Errorf("fail closed: RetryInfo %v %v, want 2s", d, ok)
 			}
-			if d := first.PeekAt(echo.Say, c.Now(), 0); d.Remaining != 5 {
+			if d := first.PeekN(echo.Say, c.Now(), 0); d.Remaining != 5 {
 				t.Errorf("fail closed: the local policy kept its charge (%d left)", d.Remaining)
 			}
 		}
@@ -285,7 +286,7 @@ func TestOutage(t *testing.T) {
 	if len(h.error) != 0 {
 		t.Errorf("caller gone reported as an error: %v", h.error)
 	}
-	if d := first.Peek(echo.Say, 0); d.Remaining != 5 {
+	if d := stacktest.Peek(first, echo.Say, 0); d.Remaining != 5 {
 		t.Errorf("caller gone: charged (%d left)", d.Remaining)
 	}
 }

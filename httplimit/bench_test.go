@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -118,13 +119,13 @@ func BenchmarkKeyType(b *testing.B) {
 		lim := allowAll[netip.Prefix](b)
 		for _, r := range reqs {
 			k, _ := RemoteIP(r)
-			lim.Decide(k, 1)
+			stacktest.Decide(lim, k, 1)
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
 			k, _ := RemoteIP(reqs[i%len(reqs)])
-			lim.Decide(k, 1)
+			stacktest.Decide(lim, k, 1)
 		}
 	})
 	b.Run("key=string", func(b *testing.B) {
@@ -132,13 +133,13 @@ func BenchmarkKeyType(b *testing.B) {
 		key := IPString(RemoteIP)
 		for _, r := range reqs {
 			k, _ := key(r)
-			lim.Decide(k, 1)
+			stacktest.Decide(lim, k, 1)
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := range b.N {
 			k, _ := key(reqs[i%len(reqs)])
-			lim.Decide(k, 1)
+			stacktest.Decide(lim, k, 1)
 		}
 	})
 }

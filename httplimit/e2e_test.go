@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -28,7 +29,7 @@ type recordingLimiter struct {
 
 func (l *recordingLimiter) Take(_ context.Context, key netip.Prefix, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	now := time.Now()
-	d := l.k.DecideAt(key, now, n)
+	d := stacktest.DecideN(l.k, key, now, n)
 	if d.Allowed {
 		l.mu.Lock()
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))
@@ -37,8 +38,8 @@ func (l *recordingLimiter) Take(_ context.Context, key netip.Prefix, n int) (gcr
 	return d, atomiclimit.Receipt{}, nil
 }
 
-func (l *recordingLimiter) Check(_ context.Context, key netip.Prefix, n int) (gcra.Decision, error) {
-	return l.k.PeekAt(key, time.Now(), n), nil
+func (l *recordingLimiter) Peek(_ context.Context, key netip.Prefix, n int) (gcra.Decision, error) {
+	return l.k.PeekN(key, time.Now(), n), nil
 }
 
 func (l *recordingLimiter) Refund(context.Context, netip.Prefix, int, atomiclimit.Receipt) (bool, error) {

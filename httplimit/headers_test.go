@@ -207,7 +207,7 @@ func TestRetryAfterIsTheLeastSufficientWait(t *testing.T) {
 			}
 			// Retry-After − 1 seconds is too early (the decision would be
 			// the same later for a Peek that takes nothing).
-			early := lim.PeekAt("k", c.Now().Add(time.Duration(ra-1)*time.Second), lc.cost)
+			early := lim.PeekN("k", c.Now().Add(time.Duration(ra-1)*time.Second), lc.cost)
 			if early.Allowed {
 				t.Errorf("%v step %d: admitted after Retry-After−1 = %ds: Retry-After %d not the least", lc.limit, i, ra-1, ra)
 			}

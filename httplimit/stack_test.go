@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -48,7 +49,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 		!strings.Contains(w.Body.String(), `"violated-policies":["minute"]`) {
 		t.Fatalf("minute denial: %d %v %s", w.Code, w.Header(), w.Body)
 	}
-	if r := day.Peek("k", 0).Remaining; r != 2 {
+	if r := stacktest.Peek(day, "k", 0).Remaining; r != 2 {
 		t.Fatalf("day remaining %d, want 2: charged for a request the minute denied", r)
 	}
 
@@ -60,12 +61,12 @@ func TestStackedAllOrNothing(t *testing.T) {
 			t.Fatalf("%d", w.Code)
 		}
 	}
-	before := minute.Peek("k", 0)
+	before := stacktest.Peek(minute, "k", 0)
 	w = do(h, "GET", "/", "", "X-Client", "k")
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `"violated-policies":["day"]`) {
 		t.Fatalf("day denial: %d %s", w.Code, w.Body)
 	}
-	if after := minute.Peek("k", 0); after != before {
+	if after := stacktest.Peek(minute, "k", 0); after != before {
 		t.Fatalf("minute %+v after the day's denial, %+v before: the admission was not given back", after, before)
 	}
 	if got, want := w.Header().Get("RateLimit"), `"minute";r=1, "day";r=0;t=17220`; got != want {
@@ -104,7 +105,7 @@ func TestStackedEveryViolatedPolicy(t *testing.T) {
 	if got.RetryAfter != 3600 || got.Decision.RetryAfter != time.Hour || len(got.Policies) != 2 {
 		t.Fatalf("denial %+v", got)
 	}
-	if r := d.Peek("k", 0).Remaining; r != 9 {
+	if r := stacktest.Peek(d, "k", 0).Remaining; r != 9 {
 		t.Fatalf("d remaining %d, want 9", r)
 	}
 	c.Add(time.Hour)
@@ -132,7 +133,7 @@ func TestStackedLogAskedLast(t *testing.T) {
 	if w.Code != 429 || !strings.Contains(w.Body.String(), `["gcra"]`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if r := log.Peek("k", 0).Remaining; r != 1 {
+	if r := stacktest.Peek(log, "k", 0).Remaining; r != 1 {
 		t.Fatalf("log remaining %d, want 1: the log was charged for the gcra policy's denial", r)
 	}
 	if got := w.Header().Get("RateLimit-Policy"); !strings.HasPrefix(got, `"log"`) {
@@ -170,11 +171,11 @@ func (f *flaky) Take(ctx context.Context, key string, n int) (gcra.Decision, ato
 	return f.Keyed.Take(ctx, key, n)
 }
 
-func (f *flaky) Check(ctx context.Context, key string, n int) (gcra.Decision, error) {
+func (f *flaky) Peek(ctx context.Context, key string, n int) (gcra.Decision, error) {
 	if f.err != nil {
 		return gcra.Decision{}, f.err
 	}
-	return f.Keyed.Check(ctx, key, n)
+	return f.Keyed.Peek(ctx, key, n)
 }
 
 // An outage is not a quota: a limiter that fails closed gets 503 with its
@@ -202,7 +203,7 @@ func TestStackedOutage(t *testing.T) {
 	if hook.errors["remote"] != 1 || hook.denied["remote"] != 0 || hook.allowed["local"] != 0 {
 		t.Fatalf("fail closed: hook %v", hook)
 	}
-	if r := local.Peek("k", 0).Remaining; r != 10 {
+	if r := stacktest.Peek(local, "k", 0).Remaining; r != 10 {
 		t.Fatalf("local charged during the outage: remaining %d", r)
 	}
 
@@ -243,7 +244,7 @@ func TestStackedCallerGone(t *testing.T) {
 	if len(hook.errors) != 0 || len(hook.allowed) != 0 || len(hook.denied) != 0 {
 		t.Fatalf("hook %v", hook)
 	}
-	if r := local.Peek("k", 0).Remaining; r != 10 {
+	if r := stacktest.Peek(local, "k", 0).Remaining; r != 10 {
 		t.Fatalf("local remaining %d: charged for a request nobody received", r)
 	}
 }

@@ -169,7 +169,7 @@ func main() {
 		return 0
 	}
 	weighted := func(_ context.Context, l *atomiclimit.Limiter) int {
-		if l.Decide(5).Allowed {
+		if l.Take(5).Allowed {
 			return 5
 		}
 		return 0

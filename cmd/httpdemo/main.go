@@ -272,7 +272,8 @@ func run(d time.Duration) error {
 		charged := "-"
 		if c.user == "" {
 			ip, _ := key(&http.Request{RemoteAddr: "127.0.0.1:1", Header: http.Header{"X-Forwarded-For": {c.xff}}})
-			charged = fmt.Sprint(10_000 - day.Peek(ip, 0).Remaining)
+			left := day.PeekN(ip, time.Now(), 0)
+			charged = fmt.Sprint(10_000 - left.Remaining)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", c.name, p.name, c.sent.Load(), c.ok.Load(), c.denied.Load(), bound, charged)
 	}

@@ -236,7 +236,7 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 func (s *Stack[K]) checkRest(ctx context.Context, out []Outcome, i int, key K, n int, onError ErrorSink) {
 	for _, j := range s.order[i+1:] {
 		p, o := s.Policies[j], &out[j]
-		d, err := p.Limiter.Check(ctx, key, n)
+		d, err := p.Limiter.Peek(ctx, key, n)
 		o.D = d
 		switch {
 		case err != nil:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -73,7 +74,7 @@ func TestDecide(t *testing.T) {
 	if res != Deny || at != 1 || out[0].Kind != Refunded || out[1].Kind != Violated || out[2].Kind != Violated {
 		t.Fatalf("second: %v at %d %+v", res, at, out)
 	}
-	if r := a.Peek("k", 0).Remaining; r != 1 {
+	if r := stacktest.Peek(a, "k", 0).Remaining; r != 1 {
 		t.Fatalf("a remaining %d, want 1: charged for the denied request", r)
 	}
 	d := s.Denied(out)
@@ -95,12 +96,12 @@ func TestDecide(t *testing.T) {
 	var got errs
 	closed := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(9), 9))}
 	s2 := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", closed))
-	before := a.Peek("u", 0)
+	before := stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
 	if res, at := s2.Decide(ctx, "u", 1, out, &got); res != Unavailable || at != 1 || out[1].Kind != Unknown || out[0].Kind != Refunded {
 		t.Fatalf("fail closed: %v %d %+v", res, at, out)
 	}
-	if a.Peek("u", 0) != before || len(got) != 1 || got[0] != "remote: store down" {
+	if stacktest.Peek(a, "u", 0) != before || len(got) != 1 || got[0] != "remote: store down" {
 		t.Fatalf("fail closed: a charged, or errors %q", got)
 	}
 	closed.open = true
@@ -110,11 +111,11 @@ func TestDecide(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	before = a.Peek("u", 0)
+	before = stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
 	got = nil
-	if res, _ := s2.Decide(cctx, "u", 1, out, &got); res != Gone || len(got) != 0 || a.Peek("u", 0) != before {
-		t.Fatalf("gone: %v errors %q, a %+v then %+v", res, got, before, a.Peek("u", 0))
+	if res, _ := s2.Decide(cctx, "u", 1, out, &got); res != Gone || len(got) != 0 || stacktest.Peek(a, "u", 0) != before {
+		t.Fatalf("gone: %v errors %q, a %+v then %+v", res, got, before, stacktest.Peek(a, "u", 0))
 	}
 }
 
@@ -160,8 +161,8 @@ func TestDecideDeadlinePassed(t *testing.T) {
 	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", remote))
 	var got errs
 	out := make([]Outcome, 2)
-	before := a.Peek("k", 0)
-	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, &got); res != Gone || len(got) != 0 || a.Peek("k", 0) != before {
-		t.Fatalf("%v, errors %q, a %+v then %+v", res, got, before, a.Peek("k", 0))
+	before := stacktest.Peek(a, "k", 0)
+	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, &got); res != Gone || len(got) != 0 || stacktest.Peek(a, "k", 0) != before {
+		t.Fatalf("%v, errors %q, a %+v then %+v", res, got, before, stacktest.Peek(a, "k", 0))
 	}
 }

@@ -6,6 +6,7 @@
 package stacktest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -94,10 +95,8 @@ func Charged[K comparable](lim atomiclimit.KeyedLimiter[K], key K, quota int) in
 }
 
 func remaining[K comparable](lim atomiclimit.KeyedLimiter[K], key K) int {
-	type peeker interface {
-		Peek(key K, n int) atomiclimit.Decision
-	}
-	return lim.(peeker).Peek(key, 0).Remaining
+	d, _ := lim.Peek(context.Background(), key, 0)
+	return d.Remaining
 }
 
 // Check fails t unless a policy of kind k was charged exactly what was
@@ -144,3 +143,22 @@ func Hammer(workers, calls int, f func(worker, call int) bool) int {
 
 // Name names a pair for a subtest.
 func Name(p [2]Kind) string { return fmt.Sprintf("first=%s/then=%s", p[0].Name, p[1].Name) }
+
+// Decide is a Keyed limiter's Take decision alone, for tests that need no
+// receipt.
+func Decide[K comparable](k *atomiclimit.Keyed[K], key K, n int) atomiclimit.Decision {
+	d, _, _ := k.Take(context.Background(), key, n)
+	return d
+}
+
+// DecideN is a Keyed limiter's TakeN decision alone.
+func DecideN[K comparable](k *atomiclimit.Keyed[K], key K, now time.Time, n int) atomiclimit.Decision {
+	d, _, _ := k.TakeN(key, now, n)
+	return d
+}
+
+// Peek is a Keyed limiter's Peek decision alone.
+func Peek[K comparable](k *atomiclimit.Keyed[K], key K, n int) atomiclimit.Decision {
+	d, _ := k.Peek(context.Background(), key, n)
+	return d
+}

@@ -26,15 +26,15 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"fixed/allow":   func() { f.Allow() },
 		"fixed/allowN":  func() { f.AllowN(now, 1) },
-		"fixed/decide":  func() { f.Decide(1) },
+		"fixed/decide":  func() { f.Take(1) },
 		"fixed/peek":    func() { f.Peek(1) },
 		"fixed/clock":   func() { fc.Allow() }, // an injected clock, mostly denials
 		"counter/allow": func() { c.Allow() },
 		"counter/decide": func() {
-			c.DecideAt(now, 1)
+			c.TakeN(now, 1)
 		},
 		"log/allow":  func() { l.Allow() }, // 64 admissions, then denials
-		"log/decide": func() { l.DecideAt(now, 1) },
+		"log/decide": func() { l.TakeN(now, 1) },
 		"log/peek":   func() { l.Peek(1) },
 	} {
 		assert.Zero(t, testing.AllocsPerRun(1000, fn), name)

@@ -124,7 +124,7 @@ func TestFixedConcurrentPerWindowBound(t *testing.T) {
 				runtime.Gosched() // let the clock and the others move past now
 			}
 			n := 1 + (i+g)%2
-			if d := lim.DecideAt(now, n); d.Allowed {
+			if d := lim.TakeN(now, n); d.Allowed {
 				got = append(got, admission{now: now.Sub(t0), after: clk.Now().Sub(t0), n: n, counted: int64(now.Sub(t0) + d.ResetAfter)})
 			}
 		}
@@ -227,7 +227,7 @@ func TestCounterConcurrentBounds(t *testing.T) {
 				runtime.Gosched()
 			}
 			n := 1 + (i+g)%2
-			if d := lim.DecideAt(now, n); d.Allowed {
+			if d := lim.TakeN(now, n); d.Allowed {
 				// allowed ⇒ cur > 0 ⇒ ResetAfter = window start + 2W − now
 				got = append(got, admission{now: now.Sub(t0), n: n, counted: int64(now.Sub(t0)+d.ResetAfter) - 2*int64(period)})
 			}

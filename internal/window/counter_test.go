@@ -32,7 +32,7 @@ func TestCounterTimeline(t *testing.T) {
 		{at: 4000 * ms, n: 10, ok: true, remaining: 0},                  // two windows idle: empty
 		{at: 4999 * ms, n: 1, ok: false, remaining: 0, retry: 101 * ms}, // cur = N: the next window, once prev 10 weighs ≤ 9 (5100ms)
 	} {
-		d := lim.DecideAt(t0.Add(s.at), s.n)
+		d := lim.TakeN(t0.Add(s.at), s.n)
 		r := ref.request(int64(s.at), s.n)
 		assert.Equal(t, s.ok, d.Allowed, "step %d (at %v, n %d): allowed", i, s.at, s.n)
 		assert.Equal(t, s.remaining, d.Remaining, "step %d: remaining", i)

@@ -27,7 +27,7 @@ type step struct {
 func runFixed(t *testing.T, lim *atomiclimit.Limiter, ref *refFixed, steps []step) {
 	t.Helper()
 	for i, s := range steps {
-		d := lim.DecideAt(t0.Add(s.at), s.n)
+		d := lim.TakeN(t0.Add(s.at), s.n)
 		r := ref.request(int64(s.at), s.n)
 		assert.Equal(t, s.ok, d.Allowed, "step %d (at %v, n %d): allowed", i, s.at, s.n)
 		assert.Equal(t, s.remaining, d.Remaining, "step %d: remaining", i)
@@ -69,7 +69,7 @@ func TestFixedUTCAlignment(t *testing.T) {
 	require.NoError(t, err)
 	evening := t0.Add(18 * time.Hour)
 	assert.True(t, lim.AllowN(evening, 2))
-	d := lim.DecideAt(evening, 1)
+	d := lim.TakeN(evening, 1)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, 6*time.Hour, d.RetryAfter, "the day ends at midnight UTC")
 	assert.False(t, lim.AllowN(t0.Add(24*time.Hour-time.Nanosecond), 1))
@@ -80,7 +80,7 @@ func TestFixedUTCAlignment(t *testing.T) {
 	wk, err := atomiclimit.NewRule(atomiclimit.FixedWindowUTC(1, 7*24*time.Hour, 4*24*time.Hour), atomiclimit.WithClock(newFakeClock()))
 	require.NoError(t, err)
 	assert.True(t, wk.AllowN(t0, 1))
-	assert.Equal(t, 4*24*time.Hour, wk.DecideAt(t0, 1).RetryAfter)
+	assert.Equal(t, 4*24*time.Hour, wk.TakeN(t0, 1).RetryAfter)
 	assert.Equal(t, "utc+96h0m0s", window.AlignUTC(4*24*time.Hour).String())
 }
 
@@ -203,12 +203,12 @@ func TestFixedLayoutAtLimits(t *testing.T) {
 func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 	type single interface {
 		AllowN(time.Time, int) bool
-		DecideAt(time.Time, int) gcra.Decision
-		PeekAt(time.Time, int) gcra.Decision
+		TakeN(time.Time, int) gcra.Decision
+		PeekN(time.Time, int) gcra.Decision
 	}
 	type keyedLim interface {
 		AllowN(string, time.Time, int) bool
-		DecideAt(string, time.Time, int) gcra.Decision
+		TakeN(string, time.Time, int) (gcra.Decision, atomiclimit.Receipt, error)
 		Len() int
 	}
 	mkSingle := func(r atomiclimit.Rule) *atomiclimit.Limiter {
@@ -233,20 +233,23 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 		for i, at := range []time.Duration{0, 0, 300 * ms, 100 * ms} { // t0…t3, t3 jumps back
 			now := t0.Add(at)
 			tc.s.AllowN(now, 1)
-			before := tc.s.PeekAt(now, 1)
+			before := tc.s.PeekN(now, 1)
 			assert.True(t, tc.s.AllowN(now, 0), "%s step %d: AllowN(0)", tc.name, i)
-			d := tc.s.DecideAt(now, 0)
+			d := tc.s.TakeN(now, 0)
 			assert.True(t, d.Allowed, "%s step %d: DecideAt(0)", tc.name, i)
 			assert.Zero(t, d.RetryAfter, "%s step %d: RetryAfter", tc.name, i)
-			assert.Equal(t, d, tc.s.PeekAt(now, 0), "%s step %d: PeekAt(0)", tc.name, i)
-			assert.Equal(t, before, tc.s.PeekAt(now, 1), "%s step %d: nothing counted", tc.name, i)
-			neg := tc.s.DecideAt(now, -1)
+			assert.Equal(t, d, tc.s.PeekN(now, 0), "%s step %d: PeekAt(0)", tc.name, i)
+			assert.Equal(t, before, tc.s.PeekN(now, 1), "%s step %d: nothing counted", tc.name, i)
+			neg := tc.s.TakeN(now, -1)
 			assert.False(t, neg.Allowed, "%s step %d: n < 0", tc.name, i)
 			assert.Equal(t, gcra.Never, neg.RetryAfter, "%s step %d: n < 0", tc.name, i)
 
 			assert.True(t, tc.k.AllowN("new", now, 0), "%s step %d: keyed AllowN(0)", tc.name, i)
-			assert.True(t, tc.k.DecideAt("new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", tc.name, i)
+			assert.True(t, first(tc.k.TakeN("new", now, 0)).Allowed, "%s step %d: keyed DecideAt(0)", tc.name, i)
 			assert.Zero(t, tc.k.Len(), "%s step %d: n = 0 creates no key", tc.name, i)
 		}
 	}
 }
+
+// first is the decision of a Take.
+func first(d gcra.Decision, _ atomiclimit.Receipt, _ error) gcra.Decision { return d }

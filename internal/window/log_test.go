@@ -32,14 +32,14 @@ func TestLogTimeline(t *testing.T) {
 		{at: 1800 * ms, n: 1, ok: true, remaining: 0},
 		{at: 5 * time.Second, n: 1, ok: true, remaining: 2},
 	} {
-		d := lim.DecideAt(t0.Add(s.at), s.n)
+		d := lim.TakeN(t0.Add(s.at), s.n)
 		r := ref.request(int64(s.at))
 		assert.Equal(t, s.ok, d.Allowed, "step %d (at %v): allowed", i, s.at)
 		assert.Equal(t, s.remaining, d.Remaining, "step %d: remaining", i)
 		assert.Equal(t, s.retry, d.RetryAfter, "step %d: retry", i)
 		assert.Equal(t, r, refDecision{d.Allowed, d.Remaining, d.RetryAfter}, "step %d: reference", i)
 	}
-	d := lim.PeekAt(t0.Add(5*time.Second), 2)
+	d := lim.PeekN(t0.Add(5*time.Second), 2)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, gcra.Never, d.RetryAfter, "one event per call")
 	assert.False(t, lim.AllowN(t0.Add(9*time.Second), 2))
@@ -162,10 +162,10 @@ func TestLogPeekMatchesDecide(t *testing.T) {
 		require.NoError(t, err)
 		for i, at := range logPeekTimeline {
 			now := t0.Add(at)
-			peek := lim.PeekAt(now, 1)
-			assert.Equal(t, peek, lim.DecideAt(now, 1), "N=%d step %d (at %v): Log peek, then decide", limit, i, at)
-			kpeek := k.PeekAt("a", now, 1)
-			assert.Equal(t, kpeek, k.DecideAt("a", now, 1), "N=%d step %d (at %v): KeyedLog peek, then decide", limit, i, at)
+			peek := lim.PeekN(now, 1)
+			assert.Equal(t, peek, lim.TakeN(now, 1), "N=%d step %d (at %v): Log peek, then decide", limit, i, at)
+			kpeek := k.PeekN("a", now, 1)
+			assert.Equal(t, kpeek, first(k.TakeN("a", now, 1)), "N=%d step %d (at %v): KeyedLog peek, then decide", limit, i, at)
 			assert.Equal(t, peek, kpeek, "N=%d step %d: keyed and single-key agree", limit, i)
 		}
 	}

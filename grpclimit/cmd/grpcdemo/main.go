@@ -63,7 +63,7 @@ type recorder struct {
 
 func (r *recorder) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	now := time.Now()
-	d := r.DecideAt(key, now, n)
+	d, _, _ := r.TakeN(key, now, n)
 	if d.Allowed {
 		r.mu.Lock()
 		for range n {
