@@ -43,9 +43,10 @@ var (
 	// ErrCorrupt is wrapped by Result.Err when the key held a value that is
 	// not a state of this limiter: not a string (WRONGTYPE: a list, a hash,
 	// …), not a decimal integer of µs below 2^53 ("garbage", "nan", "inf",
-	// "1e19", "0x10", "-5", ""), or a TAT more than B·T ahead of now with no
-	// expiry (which would deny for longer than any state this limiter
-	// writes, for ever if nothing expires it).
+	// "1e19", "0x10", "-5", ""), optionally followed by ":" and a give-back
+	// epoch of the same form (at most 2·B·T ahead), or a TAT more than B·T
+	// ahead of now with no expiry (which would deny for longer than any
+	// state this limiter writes, for ever if nothing expires it).
 	//
 	// The script repairs it in the same call: it stores the empty bucket,
 	// TAT = now + B·T, expiring as every state does (⌈B·T/1 ms⌉ + 1 ms),

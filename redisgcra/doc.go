@@ -27,7 +27,11 @@
 // SET … PX in the same call; always at least 1 ms). A key that expired thus
 // had TAT ≤ now, so expiry is exact: it changes no decision. The extra
 // millisecond covers the expiry clock, which Redis may read (at the start of
-// the script, truncated to milliseconds) before the script reads TIME.
+// the script, truncated to milliseconds) before the script reads TIME. Once
+// a Refund has moved other admissions of the key, the string is "TAT:E", E
+// the key's give-back epoch, and the key lives until E + B·T at least
+// (Refund says why); a bare TAT, as every value written before the epoch
+// existed, is epoch 0.
 //
 // # The microsecond rounding rule, and why it never over-admits
 //
@@ -84,8 +88,9 @@
 //     it is fixed every key decides as before. The breaker ignores it.
 //   - Corrupt state, ErrCorrupt: the key held something that is not a
 //     state (another type; not 1 to 16 decimal digits below 2^53, as
-//     "inf", "1e19", "nan", "0x10", "garbage" are not; a TAT more than
-//     B·T ahead with no expiry). The script replaces it, in the same call,
+//     "inf", "1e19", "nan", "0x10", "garbage" are not, optionally followed
+//     by ":" and an epoch of the same form; a TAT more than B·T ahead
+//     with no expiry). The script replaces it, in the same call,
 //     with the empty bucket (TAT = now + B·T, expiring as every state) and
 //     decides on that: Source SourceRedis, denied with RetryAfter n·T. The
 //     key is neither unlimited nor locked out: it refills as any key does.
@@ -117,20 +122,28 @@
 // Limiter implements atomiclimit.KeyedLimiter[string], as the doors
 // (httplimit) take every limiter, with no adapter:
 //
-//   - Take is Decide with a receipt: the TAT the script stored, in µs on
-//     Redis TIME. It is 0 when nothing was stored in Redis: a denial, a peek
-//     (n = 0), n out of range, Unlimited and DenyAll, a cache denial, and
-//     every decision of the Outage policy (FallbackTo's admissions included:
-//     they cannot be given back).
+//   - Take is Decide with a receipt (atomiclimit.RemoteReceipt): the TAT
+//     the script stored, the script's TIME, and the key's give-back epoch,
+//     in µs on Redis TIME. It is the zero Receipt when nothing was stored
+//     in Redis: a denial, a peek (n = 0), n out of range, Unlimited and
+//     DenyAll, a cache denial, and FailOpen's admissions. FallbackTo's
+//     admissions carry the local limiter's receipt, and are given back
+//     there.
 //   - Check is Peek.
-//   - Refund(ctx, key, n, r) runs a second script on key alone: if the
-//     stored TAT is exactly r, it stores max(r − n·T, now), deleting the key
-//     when that is now (a full bucket), and reports true; otherwise it
-//     writes nothing and reports false. It never creates quota: once
-//     anything else was admitted on key, by any process, or the
-//     admission's tokens are due, it gives back nothing. Refund several
-//     admissions in reverse order of Take. n must be Take's n; receipt 0,
-//     n < 1 and n > B make no call.
+//   - Refund(ctx, key, n, r) runs a second script on key alone, at its
+//     TIME now: gcra.Params.GiveBack, exactly. When no give-back that moved
+//     other admissions was made on key since the admission (its epoch is
+//     the receipt's), it gives back everything of the admission still
+//     ahead of now, min(n·T, r − now, TAT − now): with nothing else in
+//     between, the key is as if the admission had never been made (a full
+//     bucket is deleted). Otherwise it gives back what is certainly the
+//     admission's own, min(at + n·T − now, TAT − now), at its time at:
+//     stricter than that by at most the time between Take and Refund. It
+//     never creates quota, whatever was admitted or given back on key
+//     meanwhile, by any process, and admissions are given back in any
+//     order. A give-back that moves later admissions (TAT ≠ r) advances
+//     the key's epoch to max(E + 1, now). n must be Take's n, each receipt
+//     is given back once; the zero Receipt, n < 1 and n > B make no call.
 //   - Quota describes the parameters Redis decides with (T rounded up),
 //     without a call.
 //

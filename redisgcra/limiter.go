@@ -282,21 +282,22 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
 }
 
 // decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
-// the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
-// replaces Redis TIME (tests only). It reports the Result to the hook.
-func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
-	r, stored := l.decideUnobserved(ctx, key, n, o, nowMicros)
+// with opReceipt what a give-back of the admission in Redis needs (zero if
+// nothing was stored there). nowMicros ≥ 0 replaces Redis TIME (tests
+// only). It reports the Result to the hook.
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
+	r, rc := l.decideUnobserved(ctx, key, n, o, nowMicros)
 	if l.hook != nil {
 		l.observe(r, n, o != opPeek)
 	}
-	return r, stored
+	return r, rc
 }
 
 // decideUnobserved is decide without the hook.
-func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return Result{Decision: d, Source: SourceStatic}, 0
+		return Result{Decision: d, Source: SourceStatic}, receipt{}
 	}
 	var sent int64
 	if l.cache != nil {
@@ -304,7 +305,7 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return Result{Decision: d, Source: SourceCache}, 0
+			return Result{Decision: d, Source: SourceCache}, receipt{}
 		}
 	}
 	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
@@ -313,15 +314,16 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, uint64) {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, receipt) {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
-	d, stored, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
+	d, rc, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		// The policy's admissions carry receipt 0: Redis holds no TAT of
-		// theirs, and FallbackTo's are not refundable (see Take).
-		return l.fail(key, n, o != opPeek, err), 0
+		// The policy's admissions have no receipt of Redis: Redis holds
+		// nothing of theirs (FallbackTo's carry the local limiter's, in the
+		// Result: see Take).
+		return l.fail(key, n, o != opPeek, err), receipt{}
 	}
 	// err is nil, or reports a corrupt state that the script repaired
 	// before deciding: the decision is Redis's all the same.
@@ -329,7 +331,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
 		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis, Err: err}, stored
+	return Result{Decision: d, Source: SourceRedis, Err: err}, rc
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its

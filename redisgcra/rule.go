@@ -264,7 +264,7 @@ type ruleRemote struct {
 	refunds bool  // one fixed, counter or rolling band: Take returns receipts
 }
 
-func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, uint64, error) {
+func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
 	args := make([]any, 3, 3+len(r.args))
 	args[0], args[1], args[2] = opArgs[o], n, ""
 	if nowMicros >= 0 {
@@ -273,7 +273,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	args = append(args, r.args...)
 	reply, err := l.call(ctx, &ruleScript, []string{rkey}, args...)
 	if err != nil {
-		return gcra.Decision{}, 0, err
+		return gcra.Decision{}, receipt{}, err
 	}
 	var buf [2 + 4*algo.MaxBands]int64
 	vals := buf[:0]
@@ -290,7 +290,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		}
 	}
 	if !ints(reply, vals) {
-		return gcra.Decision{}, 0, rejectedReply(&ruleScript, reply)
+		return gcra.Decision{}, receipt{}, rejectedReply(&ruleScript, reply)
 	}
 	var vs [algo.MaxBands]view
 	at := 2
@@ -311,17 +311,17 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		}
 	}
 	if o != opReceipt || !d.Allowed || w < 0 || !r.refunds {
-		return d, 0, err
+		return d, receipt{}, err
 	}
-	return d, uint64(w) + 1, err // the window counted in, +1: never 0
+	return d, receipt{uint64(w) + 1}, err // the window counted in, +1: never 0
 }
 
-func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, receipt uint64, _ int64) (bool, error) {
+func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, rc receipt, _ int64) (bool, error) {
 	if !r.refunds {
 		return false, nil // the log and bands return no receipts
 	}
 	b := &r.bands[0]
-	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, b.args[0], b.maxN(), n, strconv.FormatUint(receipt-1, 10), b.words)
+	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, b.args[0], b.maxN(), n, strconv.FormatUint(rc[0]-1, 10), b.words)
 	if err != nil {
 		return false, err
 	}
