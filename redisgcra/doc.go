@@ -89,8 +89,10 @@
 //   - Corrupt state, ErrCorrupt: the key held something that is not a
 //     state (another type; not 1 to 16 decimal digits below 2^53, as
 //     "inf", "1e19", "nan", "0x10", "garbage" are not, optionally followed
-//     by ":" and an epoch of the same form; a TAT more than B·T ahead
-//     with no expiry). The script replaces it, in the same call,
+//     by ":" and an epoch of the same form; a TAT more than 2·B·T ahead,
+//     whether or not the key expires, or more than B·T ahead with no
+//     expiry: no decision stores more than B·T, and the second B·T is what
+//     TIME may step back). The script replaces it, in the same call,
 //     with the empty bucket (TAT = now + B·T, expiring as every state) and
 //     decides on that: Source SourceRedis, denied with RetryAfter n·T. The
 //     key is neither unlimited nor locked out: it refills as any key does.
@@ -295,8 +297,9 @@
 // nothing. The key expires ⌈I/1 ms⌉ + 1 ms after the admission, I being the
 // Decision's ResetAfter: the time until the state decides as an absent key
 // does, so expiry changes no decision. A value that is not a state of the
-// rule (another type or length, a word of 2^53 or more, or a state idle later
-// than any the rule writes, with no expiry) is repaired as New's TAT is, in
+// rule (another type or length, a word of 2^53 or more, a state idle later
+// than any the rule writes with no expiry, or more than twice as late with
+// one) is repaired as New's TAT is, in
 // the call that finds it: every band's strictest state at now (a window's
 // whole count used, every slot of the log expiring at now + W), expiring as
 // every state does; the call is decided on it (denied, Source redis, even

@@ -393,9 +393,12 @@ func TestRefundMatchesGCRA(t *testing.T) {
 			n int
 		}
 		var receipts []held
-		var at int64 // µs on the timeline
+		var at, latest int64 // µs on the timeline
 		for i := range 300 {
-			at = max(0, at+q*(rng.Int64N(7)-2))
+			// Back at most B·T behind the latest step: further, the state
+			// would be more than 2·B·T ahead, a corrupt one.
+			at = max(0, at+q*(rng.Int64N(7)-2), latest-span)
+			latest = max(latest, at)
 			now := at * us
 			n := 1 + rng.IntN(burst)
 			where := fmt.Sprintf("seed %d step %d", seed, i)

@@ -38,7 +38,9 @@ import (
 //
 // A value that is not a state of the rule (another type, another length, a
 // word of 2^53 or more, or a state idle later than any the rule writes,
-// b.after past now, with no expiry: it could deny for ever) is repaired by
+// b.after past now, with no expiry: it could deny for ever; or one idle
+// more than 2·b.after past now, expiry or not: it could deny for as long
+// as its expiry, a year for SET key <value> EX <a year>) is repaired by
 // the decision that finds it, as decideLua repairs GCRA's TAT: every
 // band's strictest state at now (GCRA's TAT now + B·T, a window's count N,
 // the counter's current count N, every slot of the log expiring at
@@ -348,9 +350,16 @@ if not what then
     what = 'a word of 2^53 or more'
   else
     -- A state idle later than any this rule writes can only be one that
-    -- another writer stored; with no expiry it would deny for ever.
+    -- another writer stored: with no expiry it would deny for ever, and
+    -- more than twice as late, for as long as its expiry says (a year,
+    -- for SET key <value> EX <a year>). The second b.after is what TIME
+    -- may step back (a failover) before a state this rule wrote is taken
+    -- for corrupt.
     for _, b in ipairs(bands) do
-      if b.was - now > b.after and redis.call('PTTL', key) < 0 then
+      if b.was - now > 2 * b.after then
+        what = string.format('a state idle %.0fµs from now, more than twice the longest a state of this rule waits', b.was - now)
+        break
+      elseif b.was - now > b.after and redis.call('PTTL', key) < 0 then
         what = string.format('a state idle %.0fµs from now, with no expiry', b.was - now)
         break
       end

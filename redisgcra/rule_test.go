@@ -209,8 +209,9 @@ func TestRuleLayout(t *testing.T) {
 }
 
 // TestRuleCorruptRepaired: a key that holds something else than the
-// rule's words (another length, a word of 2^53 or more, another type, or a
-// state idle later than any the rule writes, with no expiry) is repaired
+// rule's words (another length, a word of 2^53 or more, another type, a
+// state idle later than any the rule writes, with no expiry, or idle far
+// later, a year, with an expiry) is repaired
 // in the call that finds it, as main's GCRA repairs its TAT: every band's
 // strictest state at now, expiring as every state does, and the call is
 // decided on it (denied, Source redis, FailOpen or not) and reports
@@ -240,6 +241,15 @@ func TestRuleCorruptRepaired(t *testing.T) {
 				return fmt.Errorf("not admitted: %v", r.Err)
 			}
 			return c.Persist(ctx, rk).Err()
+		}},
+		// Expiring, but a year from now: before, a state that locked the
+		// key out for that year.
+		{"a year ahead, expiring in a year", func(l *redisgcra.Limiter, rk string) error {
+			const year = 365 * 24 * time.Hour
+			if r := l.DecideAt(ctx, "k", 1, true, now+year.Microseconds()); !r.Allowed {
+				return fmt.Errorf("not admitted: %v", r.Err)
+			}
+			return c.Expire(ctx, rk, year).Err()
 		}},
 	}
 	for _, tc := range []struct {
@@ -294,7 +304,7 @@ func TestRuleCorruptRepaired(t *testing.T) {
 // TestRuleCorruptThreshold: a state without an expiry is corrupt only if
 // it is idle later than any the rule writes: one the rule wrote at now
 // (its farthest) is not, whatever the kind; a log's state idle 1µs later
-// than that is.
+// than that is. With an expiry, twice that.
 func TestRuleCorruptThreshold(t *testing.T) {
 	c := sharedServer(t).client(t)
 	ctx := context.Background()
@@ -319,6 +329,30 @@ func TestRuleCorruptThreshold(t *testing.T) {
 	require.True(t, l.DecideAt(ctx, "k", 1, true, now+1).Allowed)
 	require.NoError(t, c.Persist(ctx, l.Key("k")).Err())
 	assert.ErrorIs(t, l.DecideAt(ctx, "k", 1, true, now).Err, redisgcra.ErrCorrupt)
+
+	// With an expiry, a state may be idle up to twice the longest a state of
+	// the rule waits (TIME stepping back), and not 1µs more: for the log,
+	// a minute; for a GCRA band, B·T (its fixed window, an hour, is far
+	// from that bound).
+	for _, tc := range []struct {
+		rule atomiclimit.Rule
+		at   int64 // the admission whose state is idle exactly at the bound
+	}{
+		{atomiclimit.SlidingLog(3, time.Minute), time.Minute.Microseconds()},
+		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.FixedWindowUTC(100, time.Hour, 0)), 3 * time.Minute.Microseconds()},
+	} {
+		for _, past := range []int64{0, 1} {
+			l, err := redisgcra.NewRule(c, tc.rule, redisgcra.WithKeyPrefix(uniq(t)))
+			require.NoError(t, err)
+			require.True(t, l.DecideAt(ctx, "k", 1, true, now+tc.at+past).Allowed)
+			r := l.DecideAt(ctx, "k", 0, false, now)
+			if past == 0 {
+				assert.NoError(t, r.Err, "%v", tc.rule)
+			} else {
+				assert.ErrorIs(t, r.Err, redisgcra.ErrCorrupt, "%v: 1µs past the bound", tc.rule)
+			}
+		}
+	}
 }
 
 // stateWords is the number of words of l's state, as its first admission

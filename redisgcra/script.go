@@ -41,13 +41,14 @@ import (
 // E + B·T (refundLua says why); one without, once the bucket is full.
 //
 // The value is validated before use (ErrCorrupt): TAT and E are 1 to 16
-// decimal digits below 2^53; TAT is at most B·T ahead of now unless the key
-// has an expiry (the states this script writes always do; one that is that
-// far ahead without one can only deny for ever); E at most 2·B·T ahead (it
-// is at most now when written: refundLua). Anything else (another type,
-// caught by pcall; "inf", "1e19", "nan", "0x10", which tonumber would turn
-// into a non-integer, or a number far outside any TAT) is replaced, in this
-// call, by the empty bucket
+// decimal digits below 2^53; TAT is at most 2·B·T ahead of now, and at most
+// B·T ahead unless the key has an expiry; E at most 2·B·T ahead. A decision
+// stores TAT ≤ now + B·T (the lease's too), and E ≤ now (refundLua): the
+// second B·T lets Redis TIME step back by up to B·T (a failover) without a
+// repair. Anything else (another type, caught by pcall; "inf", "1e19",
+// "nan", "0x10", which tonumber would turn into a non-integer; a number far
+// outside any TAT; a TAT a year ahead with a year's expiry, which would lock
+// the key out for that year) is replaced, in this call, by the empty bucket
 // TAT = now + B·T with the usual expiry and no epoch, and the decision is
 // made on that; the reply is then {debt·2 + admitted, stored or 0, what the
 // key held} whatever the op but '2', whose reply gets what the key held as a
@@ -131,6 +132,8 @@ local function parse(v, now, span)
   else
     local tat, ep = tonumber(t), tonumber(e or '0')
     if tat >= 9007199254740992 or ep >= 9007199254740992 then why = ''
+    elseif tat - now > 2 * span then
+      why = string.format(': a TAT %.0fµs ahead, more than 2·B·T', tat - now)
     elseif ep - now > 2 * span then
       why = string.format(': a give-back epoch %.0fµs ahead, more than 2·B·T', ep - now)
     elseif tat - now > span and redis.call('PTTL', KEYS[1]) < 0 then

@@ -257,8 +257,9 @@ func ruleVectors() []rvector {
 func ptr[T any](v T) *T { return &v }
 
 // randomRuleVectors draws timelines over every branch of each rule: runs
-// within a window, jumps over several, backward and stale times, n out of
-// range, peeks, refunds of earlier receipts (and of denials').
+// within a window, jumps over several, backward and stale times (at most
+// half the shortest window behind the latest), n out of range, peeks,
+// refunds of earlier receipts (and of denials').
 func randomRuleVectors(seed uint64) []rvector {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	type kind struct {
@@ -287,7 +288,7 @@ func randomRuleVectors(seed uint64) []rvector {
 	var vs []rvector
 	for i, k := range kinds {
 		steps := make([]rstep, 80)
-		at := int64(0)
+		at, latest := int64(0), int64(0)
 		for j := range steps {
 			switch r := rng.IntN(20); {
 			case r < 12:
@@ -303,6 +304,12 @@ func randomRuleVectors(seed uint64) []rvector {
 			default:
 				at = max(0, at-rng.Int64N(k.scale/2)) // backward
 			}
+			// Never more than half the shortest window behind the latest
+			// step: a state seen from further back would be idle more than
+			// twice the longest a state of the rule waits, which the script
+			// takes for a corrupt one (TestRuleCorruptThreshold).
+			at = max(at, latest-k.scale/2)
+			latest = max(latest, at)
 			n := 1 + rng.IntN(k.maxN)
 			if rng.IntN(10) == 0 {
 				n = k.maxN + 1 - rng.IntN(k.maxN+3) // sometimes < 1 or > maxN
