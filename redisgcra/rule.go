@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,9 +95,9 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		b := &r.bands[i]
 		if err := b.init(s); err != nil {
 			if len(specs) > 1 {
-				return nil, fmt.Errorf("redisgcra: band %d (%v): %w", i, s, err)
+				return nil, &bandError{fmt.Sprintf("band %d (%v)", i, s), err}
 			}
-			return nil, fmt.Errorf("redisgcra: %v: %w", s, err)
+			return nil, &bandError{s.String(), err}
 		}
 		r.args = append(r.args, b.args[:]...)
 		r.replies += b.replies
@@ -122,6 +123,21 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 	}
 	return l, nil
 }
+
+// A bandError is the error of the band where of a rule: err, which may be
+// one of this package's (ErrUnsupported, …) or another's (window's, gcra's),
+// said after the band, with the package named once:
+// "redisgcra: band 1 (counter 5/1.5µs): window or offset not a whole …".
+type bandError struct {
+	where string
+	err   error
+}
+
+func (e *bandError) Error() string {
+	return "redisgcra: " + e.where + ": " + strings.TrimPrefix(e.err.Error(), "redisgcra: ")
+}
+
+func (e *bandError) Unwrap() error { return e.err }
 
 // describe is the in-process Quota of a rule (core's rule.describe): its
 // one band's, or for bands the tightest band's (the least Limit per
@@ -168,7 +184,7 @@ func (b *band) init(s algo.Spec) error {
 		b.quota = algo.NewGCRA(b.g).Quota()
 	case algo.KindFixed, algo.KindCounter:
 		if !s.UTC && s.Kind == algo.KindFixed {
-			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC places them on UTC boundaries that every process agrees on", ErrUnsupported)
+			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", ErrUnsupported, s.N, s.Period)
 		}
 		if s.Period%time.Microsecond != 0 || s.Offset%time.Microsecond != 0 {
 			return fmt.Errorf("%w: window %v, offset %v", ErrResolution, s.Period, s.Offset)
