@@ -274,13 +274,15 @@
 //   - SlidingLog: exact; N expiries per key.
 //   - Rolling: its slices are on the UTC boundaries k·slice, as the
 //     counter's windows.
+//   - AnchoredWindow: a window opens at the first admission after the last
+//     one ended, its anchor rounded up to a multiple of the in-process
+//     resolution g = 2^max(0, bits.Len(n)−2) ns (1 ns for n ≤ 3, 32 ns
+//     for n ≤ 127, 16 µs for n < 2^16), counted from the Unix epoch; an
+//     in-process limiter counts it from its own epoch, and the two agree
+//     when that epoch is a multiple of g. Anchors are kept in ns exactly (as
+//     µs and the ns beyond them), so windows end between microseconds as
+//     in process. n up to 2^51 − 1 (ErrResolution beyond).
 //   - Bands of these: all or nothing, in one call and one Redis key.
-//
-// AnchoredWindow is not decided in Redis (ErrUnsupported): in process,
-// each window's end is kept to a resolution of up to 2^(bits.Len(n)−2) ns
-// counted from the limiter's epoch, so two in-process limiters of the same
-// rule already differ by that much, and no one decision is "the same" in
-// a fleet.
 //
 // A key's state is one Redis string of 8-byte words, big-endian, the bands'
 // words one after another (rule_script.go draws the layout): GCRA 1 word (its
@@ -289,7 +291,8 @@
 // of each of its last N admissions): 8·(N + 1) bytes for the log, as in
 // process; the rolling window 2 + 2K (its head's slice and count, then each of
 // its K slots' slice and count: twice the in-process words, whose index and
-// count share one word). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
+// count share one word); the anchored window 3 (its anchor's µs, the ns
+// beyond them, the count). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
 // key name of about 20 bytes: 104 bytes for a window or a log of 2, 968 for a
 // log of 100, 520 for a rolling day by the hour). An absent key reads as zeros,
 // each algorithm's fresh state. Only an admission writes (every band's new
@@ -316,10 +319,11 @@
 //
 // The script decides Allowed and writes; it replies the state it read, and the
 // Limiter rebuilds the Decision from it with the in-process code: gcra.Params
-// and the window package's FixedParams, CounterParams and RollingParams (the
-// very functions in-process limiters run), on a time base of the band's own
-// whose window 0 is now's (K slices before it for the rolling window, whose
-// words are rebuilt there); for the log, whose in-process Decision reads the
+// and the window package's FixedParams, CounterParams, RollingParams and
+// AnchoredParams (the very functions in-process limiters run), on a time base
+// of the band's own whose window 0 is now's (K slices before it for the
+// rolling window, whose words are rebuilt there; a multiple of g at or before
+// the anchor for the anchored window); for the log, whose in-process Decision reads the
 // whole ring, LogRing's formulas on the four values they need (the expired
 // count, the oldest, second and latest expiries). The two sides' Allowed are
 // compared on every call (a mismatch is counted; the tests assert none). The
@@ -328,12 +332,16 @@
 // through an in-process limiter and a real redis-server, and a 3-master Redis
 // Cluster, and fail on any difference.
 //
-// Take returns a receipt for a rule of one fixed, counter or rolling band: the
-// window or slice the admission was counted in (+1). Refund then gives n back
+// Take returns a receipt for a rule of one fixed, counter, rolling or anchored
+// band: the window or slice the admission was counted in (+1); the anchored
+// window's anchor and its count after the admission. Refund then gives n back
 // exactly as in process (from that window's count while the state counts it,
 // from the counter's previous count once it has moved on, and nothing once the
-// window has left or counts less than n), in one call that reads no clock. The
-// log's and bands' receipts are 0 and their Refund makes no call, as in process
+// window has left or counts less than n), in one call that reads no clock, but
+// for the anchored window's first admission given back with others after it:
+// that window then opens at the give-back's TIME (its anchor rounded up to g),
+// as in process, and the key's expiry moves to its new end. The log's and
+// bands' receipts are 0 and their Refund makes no call, as in process
 // (Quota().Refunds()). Quota is the in-process Quota (T rounded up for a GCRA
 // band, as New's). The Outage policies apply as to New's limiters, with the
 // rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
@@ -353,8 +361,10 @@
 //     on TIME's readings.
 //   - The parameters. A window, a slice and a UTC offset must be whole µs
 //     (ErrResolution): they are not rounded, so the limits are
-//     exactly the user's. A GCRA band's interval, which the rate only
-//     implies, is rounded up as New rounds it: B + d/T_redis ≤ B + d/T.
+//     exactly the user's. The anchored window's anchors are rounded up to
+//     g as in process, and kept to the ns. A GCRA band's interval, which
+//     the rate only implies, is rounded up as New rounds it:
+//     B + d/T_redis ≤ B + d/T.
 //   - The arithmetic. Every value the script handles is an integer below
 //     2^53 µs, exact in Lua's doubles: times (until the year 2255), a time
 //     plus two windows (W ≤ 2^61 ns, until 2109, as for GCRA), counts. The
