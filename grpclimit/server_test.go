@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 )
 
 // allowAll is a limiter whose allow path is the real one (a CAS per

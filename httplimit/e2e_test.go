@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 )
 
 // recordingLimiter decides on a real Keyed limiter at times it reads itself,

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 )
 
 // Two policies on one key, as "60 per minute and 1,000 per day": a request

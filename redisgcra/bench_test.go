@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
 
@@ -238,7 +239,7 @@ func BenchmarkDenyLocal(b *testing.B) {
 			for _, key := range keys {
 				k.Allow(key)
 			}
-			return func(i int) bool { return k.Decide(keys[i%benchKeys], 1).Allowed },
+			return func(i int) bool { return stacktest.Decide(k, keys[i%benchKeys], 1).Allowed },
 				func(i int) bool { return k.Allow(keys[i%benchKeys]) }
 		}},
 		{"atomicbucket-limiter", func(b *testing.B) (func(int) bool, func(int) bool) {
@@ -247,7 +248,7 @@ func BenchmarkDenyLocal(b *testing.B) {
 				b.Fatal(err)
 			}
 			l.Allow()
-			return func(int) bool { return l.Decide(1).Allowed }, func(int) bool { return l.Allow() }
+			return func(int) bool { return l.Take(1).Allowed }, func(int) bool { return l.Allow() }
 		}},
 	}
 	for _, op := range []string{"decide", "allow"} {

@@ -60,7 +60,7 @@ func TestBreaker(t *testing.T) {
 		assert.True(t, r.Allowed, what)
 		_, _, err := l.Take(ctx, "k", 1)
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)
-		_, err = l.Check(ctx, "k", 1)
+		_, err = l.Peek(ctx, "k", 1)
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)
 		_, err = l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1234}))
 		assert.ErrorIs(t, err, redisgcra.ErrCircuitOpen, what)

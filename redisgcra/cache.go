@@ -34,15 +34,14 @@ import (
 // most Redis's, short by up to the time from s to Redis's TIME reading
 // plus 1µs.
 //
-// Refunds lower TAT. A refund of an admission that stored R takes effect
-// only while TAT = R, and stores max(R − n·T, now), which is at least the
-// TAT before that admission, or now. So a bound recorded from a denial that
-// came before the admission stays a bound; only a denial that saw R (or a
-// later TAT given back since) records a bound above what Redis holds after
-// the refund, by at most the n·T given back. Such an entry can deny, for
-// at most that long beyond Redis's own retry-after, a request Redis would
-// admit: stricter, never more permissive. Refund forgets the key's entry in
-// the refunding process; other processes' entries age out.
+// Refunds lower TAT: a give-back of an admission of n lowers it by at most
+// n·T (gcra.Params.Refund gives back at most n·T, and at most
+// at + n·T − now when not alone). So an entry's bound exceeds what Redis
+// holds after give-backs by at most the n·T they gave back since the denial
+// it was recorded from. Such an entry can deny, for at most that long
+// beyond Redis's own retry-after, a request Redis would admit: stricter,
+// never more permissive. Refund forgets the key's entry in the refunding
+// process; other processes' entries age out.
 //
 // Resets lower TAT too, and other processes' are invisible here: a DEL,
 // FLUSHALL, a restart without persistence, a failover to a replica that

@@ -45,7 +45,7 @@ func TestOverLimitCache(t *testing.T) {
 	assert.False(t, c.Allowed)
 	assert.LessOrEqual(t, c.RetryAfter, r.RetryAfter, "a cached retry-after is never longer than Redis's")
 	assert.Greater(t, c.RetryAfter, r.RetryAfter-time.Second)
-	assert.Equal(t, redisgcra.SourceCache, l.Peek(ctx, "k", 2).Source)
+	assert.Equal(t, redisgcra.SourceCache, l.PeekResult(ctx, "k", 2).Source)
 	assert.Equal(t, gcra.Never, l.Decide(ctx, "k", 3).RetryAfter)
 	assert.False(t, l.Allow(ctx, "k"))
 	assert.Equal(t, calls, cs.count(), "cache hits make no call")

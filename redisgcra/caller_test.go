@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
 
@@ -71,7 +72,7 @@ var callerOps = []struct {
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
 	{"Peek", func(ctx context.Context, l *redisgcra.Limiter) outcome {
-		r := l.Peek(ctx, "k", 1)
+		r := l.PeekResult(ctx, "k", 1)
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
 	{"Take", func(ctx context.Context, l *redisgcra.Limiter) outcome {
@@ -79,7 +80,7 @@ var callerOps = []struct {
 		return outcome{d: d, source: noSource, err: err, receipt: receipt, take: true}
 	}},
 	{"Check", func(ctx context.Context, l *redisgcra.Limiter) outcome {
-		d, err := l.Check(ctx, "k", 1)
+		d, err := l.Peek(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err}
 	}},
 	{"Refund", func(ctx context.Context, l *redisgcra.Limiter) outcome {
@@ -100,7 +101,7 @@ func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 	assert.ErrorIs(t, o.err, cerr)
 	assert.NotErrorIs(t, o.err, redisgcra.ErrUnavailable)
 	if p.local != nil {
-		assert.Equal(t, 2, p.local.Peek("k", 0).Remaining, "the fallback limiter was charged")
+		assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback limiter was charged")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"io"
 	"net"
 	"strings"
@@ -148,11 +149,11 @@ func TestRejectedDecisions(t *testing.T) {
 		case "fallback":
 			assert.Equal(t, redisgcra.SourceFallback, r.Source)
 			assert.True(t, r.Allowed)
-			assert.Equal(t, 1, p.local.Peek("k", 0).Remaining, "the fallback decided, and was charged")
-			peek := l.Peek(ctx, "k", 2)
+			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback decided, and was charged")
+			peek := l.PeekResult(ctx, "k", 2)
 			assert.Equal(t, redisgcra.SourceFallback, peek.Source)
 			assert.False(t, peek.Allowed, "the fallback's state: one token left")
-			assert.Equal(t, 1, p.local.Peek("k", 0).Remaining, "a peek takes nothing")
+			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "a peek takes nothing")
 		default:
 			assert.Equal(t, redisgcra.SourceFailClosed, r.Source, pname)
 			assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "%s: FailClosed's denial", pname)
@@ -204,7 +205,7 @@ func TestReadOnlyReplica(t *testing.T) {
 				assert.Equal(t, p.name == "fallback", r.Allowed)
 			}
 			assert.Equal(t, 2, h.count(rejectedSource(p), "error"))
-			r := l.Peek(ctx, "k", 1)
+			r := l.PeekResult(ctx, "k", 1)
 			assert.Equal(t, redisgcra.SourceRedis, r.Source, "a peek writes nothing: the replica answers")
 			assert.NoError(t, r.Err)
 		})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
 
@@ -82,10 +83,10 @@ func TestReceiptsZero(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Zero(t, r, "a cache denial")
-	cd, err := l.Check(ctx, "k", 1)
+	cd, err := l.Peek(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, d, cd, "Check: the cache's decision too")
-	cd, err = l.Check(ctx, "other", 1)
+	cd, err = l.Peek(ctx, "other", 1)
 	require.NoError(t, err)
 	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Hour}, cd, "Check is Peek")
 
@@ -98,7 +99,7 @@ func TestReceiptsZero(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, lim == gcra.Unlimited, d.Allowed)
 		assert.Zero(t, r, "%v", lim)
-		_, err = sl.Check(ctx, "k", 1)
+		_, err = sl.Peek(ctx, "k", 1)
 		require.NoError(t, err)
 	}
 	assert.Zero(t, none.calls)
@@ -114,7 +115,7 @@ func TestReceiptsZero(t *testing.T) {
 		assert.ErrorIs(t, err, redisgcra.ErrUnavailable, name)
 		assert.ErrorIs(t, err, errNoServer, name)
 		assert.True(t, d.Allowed, name)
-		cd, err := ol.Check(ctx, "k", 1)
+		cd, err := ol.Peek(ctx, "k", 1)
 		assert.ErrorIs(t, err, redisgcra.ErrUnavailable, name)
 		assert.True(t, cd.Allowed, name)
 		if name == "fail-open" {
@@ -122,11 +123,11 @@ func TestReceiptsZero(t *testing.T) {
 			continue
 		}
 		require.NotZero(t, r, name)
-		assert.Equal(t, 1, p.local.Peek("k", 0).Remaining, "the fallback took one")
+		assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback took one")
 		ok, err := ol.Refund(ctx, "k", 1, r)
 		require.NoError(t, err)
 		assert.True(t, ok, "given back to the local limiter")
-		assert.Equal(t, 2, p.local.Peek("k", 0).Remaining)
+		assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining)
 		ok, _ = ol.Refund(ctx, "k", 1, r)
 		assert.False(t, ok, "once")
 		fo, err := redisgcra.New(&noServer{}, gcra.Every(time.Hour), 2, redisgcra.WithOutage(redisgcra.FailOpen))

@@ -2,6 +2,8 @@ package redisgcra_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"strconv"
 	"testing"
 	"time"
@@ -55,6 +57,30 @@ var corruptions = []struct {
 	// Just past the longest debt this limiter writes, with no expiry.
 	{"span+1µs-no-ttl", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
 		return c.Set(ctx, rkey, strconv.FormatInt(now+span+1, 10), 0).Err()
+	}},
+	// A TAT far ahead with an expiry: before, a state (SET key <now+1y>
+	// EX 1y locked the key out for a year); no decision stores a TAT more
+	// than B·T ahead, and TIME stepping back B·T more is the most a state
+	// is allowed.
+	{"year-ahead-with-ttl", func(ctx context.Context, c *redis.Client, rkey string, now, _ int64) error {
+		const year = 365 * 24 * time.Hour
+		return c.Set(ctx, rkey, strconv.FormatInt(now+int64(year/time.Microsecond), 10), year).Err()
+	}},
+	{"2span+1µs-with-ttl", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
+		return c.Set(ctx, rkey, strconv.FormatInt(now+2*span+1, 10), time.Hour).Err()
+	}},
+	// The give-back epoch: "TAT:E", E 1 to 16 digits below 2^53, at most
+	// 2·B·T ahead.
+	{"epoch-empty", setValue("5:")},
+	{"epoch-only", setValue(":5")},
+	{"epoch-three-fields", setValue("5:6:7")},
+	{"epoch-not-digits", setValue("5:x")},
+	{"epoch-2^53", setValue("5:9007199254740992")},
+	{"epoch-far-ahead", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
+		return c.Set(ctx, rkey, fmt.Sprintf("%d:%d", now, now+2*span+1), time.Hour).Err()
+	}},
+	{"epoch-with-year-ahead", func(ctx context.Context, c *redis.Client, rkey string, now, _ int64) error {
+		return c.Set(ctx, rkey, fmt.Sprintf("%d:%d", now+365*24*3600*1_000_000, now), 0).Err()
 	}},
 	// WRONGTYPE: another type at the key.
 	{"list", func(ctx context.Context, c *redis.Client, rkey string, _, _ int64) error {
@@ -144,7 +170,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 					assert.True(t, l.DecideAt(ctx, "k", burst, true, now+2*span).Allowed)
 					assert.Equal(t, 1, h.count(redisgcra.SourceRedis, "error"))
 					if p.local != nil {
-						assert.Equal(t, 2, p.local.Peek("k", 0).Remaining, "the fallback is not involved")
+						assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback is not involved")
 					}
 				})
 			}
@@ -179,9 +205,9 @@ func TestCorruptStateRepairedRealClock(t *testing.T) {
 
 // TestValidStatesAreNotCorrupt: what the script does not repair. A decimal
 // integer is a TAT (leading zeros and all), one in the past is a full
-// bucket with or without an expiry, and one far ahead with an expiry is a
-// state that the expiry bounds (a clock that stepped back, a limit
-// shrunk across a deploy): denied, not rewritten.
+// bucket with or without an expiry, and one up to 2·B·T ahead with an
+// expiry is a state that TIME stepping back, or a limit shrunk across a
+// deploy, may leave: denied, not rewritten. "TAT:E" is a state of epoch E.
 func TestValidStatesAreNotCorrupt(t *testing.T) {
 	s := sharedServer(t)
 	c := s.client(t)
@@ -190,18 +216,21 @@ func TestValidStatesAreNotCorrupt(t *testing.T) {
 	require.NoError(t, err)
 	now := serverNow(t, c)
 	rkey := l.Key("k")
-	for _, v := range []string{"0", "007", strconv.FormatInt(now-1, 10)} {
+	for _, v := range []string{"0", "007", strconv.FormatInt(now-1, 10), "5:0", "5:1", fmt.Sprint(now-1, ":", now)} {
 		require.NoError(t, c.Set(ctx, rkey, v, 0).Err())
 		r := l.DecideAt(ctx, "k", 0, false, now)
 		assert.NoError(t, r.Err, v)
 		assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 2}, r.Decision, v)
 		assert.Equal(t, v, stored(t, c, rkey), "%s: a peek writes nothing", v)
 	}
-	ahead := strconv.FormatInt(now+int64(time.Hour/time.Microsecond), 10)
-	require.NoError(t, c.Set(ctx, rkey, ahead, 2*time.Hour).Err())
-	r := l.DecideAt(ctx, "k", 1, true, now)
-	assert.NoError(t, r.Err)
-	assert.False(t, r.Allowed)
-	assert.Equal(t, time.Hour-time.Minute, r.RetryAfter, "the state as it is: an hour of debt, B·T = 2 min")
-	assert.Equal(t, ahead, stored(t, c, rkey))
+	const span = int64(2 * time.Minute / time.Microsecond)
+	for _, ahead := range []int64{span + 1, 2 * span} {
+		v := strconv.FormatInt(now+ahead, 10)
+		require.NoError(t, c.Set(ctx, rkey, v, time.Hour).Err())
+		r := l.DecideAt(ctx, "k", 1, true, now)
+		assert.NoError(t, r.Err, ahead)
+		assert.False(t, r.Allowed)
+		assert.Equal(t, time.Duration(ahead-span+int64(time.Minute/time.Microsecond))*time.Microsecond, r.RetryAfter, "the state as it is")
+		assert.Equal(t, v, stored(t, c, rkey))
+	}
 }

@@ -27,7 +27,11 @@
 // SET … PX in the same call; always at least 1 ms). A key that expired thus
 // had TAT ≤ now, so expiry is exact: it changes no decision. The extra
 // millisecond covers the expiry clock, which Redis may read (at the start of
-// the script, truncated to milliseconds) before the script reads TIME.
+// the script, truncated to milliseconds) before the script reads TIME. Once
+// a Refund has moved other admissions of the key, the string is "TAT:E", E
+// the key's give-back epoch, and the key lives until E + B·T at least
+// (Refund says why); a bare TAT, as every value written before the epoch
+// existed, is epoch 0.
 //
 // # The microsecond rounding rule, and why it never over-admits
 //
@@ -84,8 +88,11 @@
 //     it is fixed every key decides as before. The breaker ignores it.
 //   - Corrupt state, ErrCorrupt: the key held something that is not a
 //     state (another type; not 1 to 16 decimal digits below 2^53, as
-//     "inf", "1e19", "nan", "0x10", "garbage" are not; a TAT more than
-//     B·T ahead with no expiry). The script replaces it, in the same call,
+//     "inf", "1e19", "nan", "0x10", "garbage" are not, optionally followed
+//     by ":" and an epoch of the same form; a TAT more than 2·B·T ahead,
+//     whether or not the key expires, or more than B·T ahead with no
+//     expiry: no decision stores more than B·T, and the second B·T is what
+//     TIME may step back). The script replaces it, in the same call,
 //     with the empty bucket (TAT = now + B·T, expiring as every state) and
 //     decides on that: Source SourceRedis, denied with RetryAfter n·T. The
 //     key is neither unlimited nor locked out: it refills as any key does.
@@ -117,20 +124,28 @@
 // Limiter implements atomiclimit.KeyedLimiter[string], as the doors
 // (httplimit) take every limiter, with no adapter:
 //
-//   - Take is Decide with a receipt: the TAT the script stored, in µs on
-//     Redis TIME. It is 0 when nothing was stored in Redis: a denial, a peek
-//     (n = 0), n out of range, Unlimited and DenyAll, a cache denial, and
-//     every decision of the Outage policy (FallbackTo's admissions included:
-//     they cannot be given back).
+//   - Take is Decide with a receipt (atomiclimit.RemoteReceipt): the TAT
+//     the script stored, the script's TIME, and the key's give-back epoch,
+//     in µs on Redis TIME. It is the zero Receipt when nothing was stored
+//     in Redis: a denial, a peek (n = 0), n out of range, Unlimited and
+//     DenyAll, a cache denial, and FailOpen's admissions. FallbackTo's
+//     admissions carry the local limiter's receipt, and are given back
+//     there.
 //   - Check is Peek.
-//   - Refund(ctx, key, n, r) runs a second script on key alone: if the
-//     stored TAT is exactly r, it stores max(r − n·T, now), deleting the key
-//     when that is now (a full bucket), and reports true; otherwise it
-//     writes nothing and reports false. It never creates quota: once
-//     anything else was admitted on key, by any process, or the
-//     admission's tokens are due, it gives back nothing. Refund several
-//     admissions in reverse order of Take. n must be Take's n; receipt 0,
-//     n < 1 and n > B make no call.
+//   - Refund(ctx, key, n, r) runs a second script on key alone, at its
+//     TIME now: gcra.Params.Refund, exactly. When no give-back that moved
+//     other admissions was made on key since the admission (its epoch is
+//     the receipt's), it gives back everything of the admission still
+//     ahead of now, min(n·T, r − now, TAT − now): with nothing else in
+//     between, the key is as if the admission had never been made (a full
+//     bucket is deleted). Otherwise it gives back what is certainly the
+//     admission's own, min(at + n·T − now, TAT − now), at its time at:
+//     stricter than that by at most the time between Take and Refund. It
+//     never creates quota, whatever was admitted or given back on key
+//     meanwhile, by any process, and admissions are given back in any
+//     order. A give-back that moves later admissions (TAT ≠ r) advances
+//     the key's epoch to max(E + 1, now). n must be Take's n, each receipt
+//     is given back once; the zero Receipt, n < 1 and n > B make no call.
 //   - Quota describes the parameters Redis decides with (T rounded up),
 //     without a call.
 //
@@ -259,13 +274,15 @@
 //   - SlidingLog: exact; N expiries per key.
 //   - Rolling: its slices are on the UTC boundaries k·slice, as the
 //     counter's windows.
+//   - AnchoredWindow: a window opens at the first admission after the last
+//     one ended, its anchor rounded up to a multiple of the in-process
+//     resolution g = 2^max(0, bits.Len(n)−2) ns (1 ns for n ≤ 3, 32 ns
+//     for n ≤ 127, 16 µs for n < 2^16), counted from the Unix epoch; an
+//     in-process limiter counts it from its own epoch, and the two agree
+//     when that epoch is a multiple of g. Anchors are kept in ns exactly (as
+//     µs and the ns beyond them), so windows end between microseconds as
+//     in process. n up to 2^51 − 1 (ErrResolution beyond).
 //   - Bands of these: all or nothing, in one call and one Redis key.
-//
-// AnchoredWindow is not decided in Redis (ErrUnsupported): in process,
-// each window's end is kept to a resolution of up to 2^(bits.Len(n)−2) ns
-// counted from the limiter's epoch, so two in-process limiters of the same
-// rule already differ by that much, and no one decision is "the same" in
-// a fleet.
 //
 // A key's state is one Redis string of 8-byte words, big-endian, the bands'
 // words one after another (rule_script.go draws the layout): GCRA 1 word (its
@@ -274,7 +291,8 @@
 // of each of its last N admissions): 8·(N + 1) bytes for the log, as in
 // process; the rolling window 2 + 2K (its head's slice and count, then each of
 // its K slots' slice and count: twice the in-process words, whose index and
-// count share one word). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
+// count share one word); the anchored window 3 (its anchor's µs, the ns
+// beyond them, the count). Redis adds its own per key (MEMORY USAGE, Redis 7.0, a
 // key name of about 20 bytes: 104 bytes for a window or a log of 2, 968 for a
 // log of 100, 520 for a rolling day by the hour). An absent key reads as zeros,
 // each algorithm's fresh state. Only an admission writes (every band's new
@@ -282,8 +300,9 @@
 // nothing. The key expires ⌈I/1 ms⌉ + 1 ms after the admission, I being the
 // Decision's ResetAfter: the time until the state decides as an absent key
 // does, so expiry changes no decision. A value that is not a state of the
-// rule (another type or length, a word of 2^53 or more, or a state idle later
-// than any the rule writes, with no expiry) is repaired as New's TAT is, in
+// rule (another type or length, a word of 2^53 or more, a state idle later
+// than any the rule writes with no expiry, or more than twice as late with
+// one) is repaired as New's TAT is, in
 // the call that finds it: every band's strictest state at now (a window's
 // whole count used, every slot of the log expiring at now + W), expiring as
 // every state does; the call is decided on it (denied, Source redis, even
@@ -300,10 +319,11 @@
 //
 // The script decides Allowed and writes; it replies the state it read, and the
 // Limiter rebuilds the Decision from it with the in-process code: gcra.Params
-// and the window package's FixedParams, CounterParams and RollingParams (the
-// very functions in-process limiters run), on a time base of the band's own
-// whose window 0 is now's (K slices before it for the rolling window, whose
-// words are rebuilt there); for the log, whose in-process Decision reads the
+// and the window package's FixedParams, CounterParams, RollingParams and
+// AnchoredParams (the very functions in-process limiters run), on a time base
+// of the band's own whose window 0 is now's (K slices before it for the
+// rolling window, whose words are rebuilt there; a multiple of g at or before
+// the anchor for the anchored window); for the log, whose in-process Decision reads the
 // whole ring, LogRing's formulas on the four values they need (the expired
 // count, the oldest, second and latest expiries). The two sides' Allowed are
 // compared on every call (a mismatch is counted; the tests assert none). The
@@ -312,12 +332,16 @@
 // through an in-process limiter and a real redis-server, and a 3-master Redis
 // Cluster, and fail on any difference.
 //
-// Take returns a receipt for a rule of one fixed, counter or rolling band: the
-// window or slice the admission was counted in (+1). Refund then gives n back
+// Take returns a receipt for a rule of one fixed, counter, rolling or anchored
+// band: the window or slice the admission was counted in (+1); the anchored
+// window's anchor and its count after the admission. Refund then gives n back
 // exactly as in process (from that window's count while the state counts it,
 // from the counter's previous count once it has moved on, and nothing once the
-// window has left or counts less than n), in one call that reads no clock. The
-// log's and bands' receipts are 0 and their Refund makes no call, as in process
+// window has left or counts less than n), in one call that reads no clock, but
+// for the anchored window's first admission given back with others after it:
+// that window then opens at the give-back's TIME (its anchor rounded up to g),
+// as in process, and the key's expiry moves to its new end. The log's and
+// bands' receipts are 0 and their Refund makes no call, as in process
 // (Quota().Refunds()). Quota is the in-process Quota (T rounded up for a GCRA
 // band, as New's). The Outage policies apply as to New's limiters, with the
 // rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
@@ -337,8 +361,10 @@
 //     on TIME's readings.
 //   - The parameters. A window, a slice and a UTC offset must be whole µs
 //     (ErrResolution): they are not rounded, so the limits are
-//     exactly the user's. A GCRA band's interval, which the rate only
-//     implies, is rounded up as New rounds it: B + d/T_redis ≤ B + d/T.
+//     exactly the user's. The anchored window's anchors are rounded up to
+//     g as in process, and kept to the ns. A GCRA band's interval, which
+//     the rate only implies, is rounded up as New rounds it:
+//     B + d/T_redis ≤ B + d/T.
 //   - The arithmetic. Every value the script handles is an integer below
 //     2^53 µs, exact in Lua's doubles: times (until the year 2255), a time
 //     plus two windows (W ≤ 2^61 ns, until 2109, as for GCRA), counts. The

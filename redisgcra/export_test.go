@@ -31,8 +31,11 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, no
 
 // TakeAt is Take at an explicit Redis time (µs), with Take's Result.
 func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
-	r, stored := l.decide(ctx, key, n, opReceipt, nowMicros)
-	return r, receiptOf(stored)
+	r, rc := l.decide(ctx, key, n, opReceipt, nowMicros)
+	if r.local != (atomiclimit.Receipt{}) {
+		return r, r.local
+	}
+	return r, rc.remote()
 }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).

@@ -105,8 +105,8 @@ func TestHookDecisions(t *testing.T) {
 	require.False(t, l.Allow(ctx, "k")) // the cache answers: AllowN's fast path still reports
 	require.Equal(t, redisgcra.SourceCache, l.Decide(ctx, "k", 1).Source)
 	assert.Equal(t, 2, h.count(redisgcra.SourceCache, "denied"))
-	require.Equal(t, redisgcra.SourceCache, l.Peek(ctx, "k", 1).Source)
-	_, err = l.Check(ctx, "other", 1)
+	require.Equal(t, redisgcra.SourceCache, l.PeekResult(ctx, "k", 1).Source)
+	_, err = l.Peek(ctx, "other", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 4, h.total(), "peeks report nothing")
 	assert.Equal(t, 0, h.count(redisgcra.SourceRedis, "error"))

@@ -18,6 +18,7 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/httplimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
 
@@ -117,7 +118,7 @@ func outageClient(t *testing.T, s *server) *redis.Client {
 func waitRedis(t *testing.T, l *redisgcra.Limiter) {
 	t.Helper()
 	waitFor(t, "the limiter to reach redis again", func() bool {
-		_, err := l.Check(context.Background(), "probe", 1)
+		_, err := l.Peek(context.Background(), "probe", 1)
 		return err == nil
 	})
 }
@@ -242,8 +243,8 @@ func TestHTTPOutage(t *testing.T) {
 				assert.Equal(t, policyHeader, r.header("RateLimit-Policy"))
 				assert.Equal(t, served+2, srv.served.Load())
 				assert.Equal(t, [3]int{0, 0, 3}, sub(hook.counts("redis"), before), "Error events only, the fallback's denial included")
-				assert.Equal(t, 0, local.Peek("alice", 0).Remaining, "the local limiter was charged")
-				assert.Equal(t, 2, local.Peek("bob", 0).Remaining)
+				assert.Equal(t, 0, stacktest.Peek(local, "alice", 0).Remaining, "the local limiter was charged")
+				assert.Equal(t, 2, stacktest.Peek(local, "bob", 0).Remaining)
 			}
 			hook.mu.Lock()
 			for _, err := range hook.errs {
@@ -291,7 +292,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 	assert.Equal(t, policies, r.header("RateLimit-Policy"))
 
 	s.kill()
-	before := local.Peek("alice", 0)
+	before := stacktest.Peek(local, "alice", 0)
 	require.Equal(t, 4, before.Remaining)
 	for i := range 3 {
 		r := srv.get("alice")
@@ -302,7 +303,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 		// The local policy's item describes its state without the request
 		// (given back); the Redis policy has none.
 		assert.Equal(t, `"local";r=4`, r.header("RateLimit"), "request %d", i)
-		assert.Equal(t, before, local.Peek("alice", 0), "request %d: the local admission was not given back", i)
+		assert.Equal(t, before, stacktest.Peek(local, "alice", 0), "request %d: the local admission was not given back", i)
 	}
 	assert.EqualValues(t, 1, srv.served.Load())
 	assert.Equal(t, [3]int{1, 0, 0}, hook.counts("local"), "given-back admissions are no Allowed events")
@@ -351,5 +352,5 @@ func TestHTTPOutageFallbackGivenBack(t *testing.T) {
 		assert.Equal(t, 429, r.status, "request %d: strict denies", i)
 		assert.Contains(t, r.body, `"violated-policies":["strict"]`)
 	}
-	assert.Equal(t, 9, fallback.Peek("alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
+	assert.Equal(t, 9, stacktest.Peek(fallback, "alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
 }

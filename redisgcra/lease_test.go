@@ -239,7 +239,7 @@ func TestLeasedPartial(t *testing.T) {
 		}
 	}
 	// Redis holds exactly the 10 leased: a direct peek for 1 is denied.
-	if r := l.Peek(ctx, "k", 1); r.Allowed || r.Err != nil {
+	if r := l.PeekResult(ctx, "k", 1); r.Allowed || r.Err != nil {
 		t.Fatalf("Peek after 10 leased: %+v", r)
 	}
 }
@@ -306,7 +306,7 @@ func TestLeasedCorrupt(t *testing.T) {
 	if newLeased(t, l, 8, time.Hour).Allow(ctx, "k") {
 		t.Fatal("admitted from a corrupt state")
 	}
-	if r := l.Peek(ctx, "k", 1); r.Allowed || r.Err != nil || r.ResetAfter <= 9*time.Hour {
+	if r := l.PeekResult(ctx, "k", 1); r.Allowed || r.Err != nil || r.ResetAfter <= 9*time.Hour {
 		t.Fatalf("after the repair: %+v, want an empty bucket", r)
 	}
 }

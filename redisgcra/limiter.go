@@ -277,27 +277,28 @@ func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
 // Peek returns the decision Decide(ctx, key, n) would make now, consuming
 // nothing. It is one round trip too (or a cache hit), and the Outage policy
 // answers it the same way, through the fallback limiter's Peek.
-func (l *Limiter) Peek(ctx context.Context, key string, n int) Result {
+func (l *Limiter) PeekResult(ctx context.Context, key string, n int) Result {
 	r, _ := l.decide(ctx, key, n, opPeek, -1)
 	return r
 }
 
 // decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
-// the TAT the script stored in µs with opReceipt, else 0. nowMicros ≥ 0
-// replaces Redis TIME (tests only). It reports the Result to the hook.
-func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
-	r, stored := l.decideUnobserved(ctx, key, n, o, nowMicros)
+// with opReceipt what a give-back of the admission in Redis needs (zero if
+// nothing was stored there). nowMicros ≥ 0 replaces Redis TIME (tests
+// only). It reports the Result to the hook.
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
+	r, rc := l.decideUnobserved(ctx, key, n, o, nowMicros)
 	if l.hook != nil {
 		l.observe(r, n, o != opPeek)
 	}
-	return r, stored
+	return r, rc
 }
 
 // decideUnobserved is decide without the hook.
-func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, uint64) {
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return Result{Decision: d, Source: SourceStatic}, 0
+		return Result{Decision: d, Source: SourceStatic}, receipt{}
 	}
 	var sent int64
 	if l.cache != nil {
@@ -305,7 +306,7 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return Result{Decision: d, Source: SourceCache}, 0
+			return Result{Decision: d, Source: SourceCache}, receipt{}
 		}
 	}
 	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
@@ -314,15 +315,16 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, uint64) {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, receipt) {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
-	d, stored, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
+	d, rc, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		// The policy's admissions carry receipt 0: Redis holds no TAT of
-		// theirs, and FallbackTo's are not refundable (see Take).
-		return l.fail(key, n, o != opPeek, err), 0
+		// The policy's admissions have no receipt of Redis: Redis holds
+		// nothing of theirs (FallbackTo's carry the local limiter's, in the
+		// Result: see Take).
+		return l.fail(key, n, o != opPeek, err), receipt{}
 	}
 	// err is nil, or reports a corrupt state that the script repaired
 	// before deciding: the decision is Redis's all the same.
@@ -330,7 +332,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
 		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis, Err: err}, stored
+	return Result{Decision: d, Source: SourceRedis, Err: err}, rc
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
@@ -393,7 +395,8 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
 			return Result{Decision: d, Source: SourceFallback, Err: err, local: rc}
 		}
-		return Result{Decision: l.outage.local.Peek(key, n), Source: SourceFallback, Err: err}
+		d, _ := l.outage.local.Peek(context.Background(), key, n)
+		return Result{Decision: d, Source: SourceFallback, Err: err}
 	case outageOpen:
 		if uint64(int64(n)-1) < uint64(l.maxN) {
 			return Result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}

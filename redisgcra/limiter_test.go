@@ -171,7 +171,7 @@ func TestStaticLimitsMakeNoCall(t *testing.T) {
 	assert.False(t, un.AllowN(ctx, "k", -1))
 	deny, err := redisgcra.New(s, gcra.DenyAll, 1, redisgcra.WithOverLimitCache(10))
 	require.NoError(t, err)
-	r = deny.Peek(ctx, "k", 1)
+	r = deny.PeekResult(ctx, "k", 1)
 	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never, TokenAfter: gcra.Never}, r.Decision)
 	assert.False(t, deny.Allow(ctx, "k"))
 	assert.Zero(t, s.calls)
@@ -242,10 +242,10 @@ func TestDenialsAndPeeksWriteNothing(t *testing.T) {
 	val, _ := c.Get(ctx, l.Key("k")).Result()
 	for range 10 {
 		assert.False(t, l.Allow(ctx, "k"))
-		assert.False(t, l.Peek(ctx, "k", 1).Allowed)
+		assert.False(t, l.PeekResult(ctx, "k", 1).Allowed)
 		assert.False(t, l.AllowN(ctx, "k", 2)) // n > B
 	}
-	assert.True(t, l.Peek(ctx, "other", 1).Allowed)
+	assert.True(t, l.PeekResult(ctx, "other", 1).Allowed)
 	assert.Equal(t, sets+1, commandCalls(t, c, "set"), "denials and peeks write nothing")
 	val2, _ := c.Get(ctx, l.Key("k")).Result()
 	assert.Equal(t, val, val2)
@@ -320,7 +320,7 @@ func TestSeveralLimitersShareAKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, a.Allow(ctx, "k"))
 	assert.True(t, b.Allow(ctx, "k"))
-	assert.Equal(t, 0, a.Peek(ctx, "k", 1).Remaining, "as Decide would leave it")
+	assert.Equal(t, 0, a.PeekResult(ctx, "k", 1).Remaining, "as Decide would leave it")
 	assert.True(t, b.Allow(ctx, "k"))
 	assert.False(t, a.Allow(ctx, "k"))
 	assert.True(t, a.Allow(ctx, "other key"))

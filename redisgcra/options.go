@@ -64,9 +64,10 @@ func WithOutage(o Outage) Option {
 // no allocation. A cached denial is one Redis would give too (cache.go has
 // the argument); its RetryAfter can be short by at most the round trip of
 // the denial it came from (plus 1µs), never long. The exception is Refund,
-// which lowers a key's TAT: an entry recorded while the refunded admission
-// counted may deny for up to the n·T given back after Redis would admit
-// (the refunding process forgets its entry; other processes' age out).
+// which lowers a key's TAT by at most the n·T given back: an entry recorded
+// while the admission counted may deny for up to that long after Redis
+// would admit (the refunding process forgets its entry; other processes'
+// age out).
 //
 // Entries go stale once the bucket could admit again; when the cache is
 // full, a new denial first removes stale entries (at most every 100ms), and

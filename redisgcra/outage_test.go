@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redisgcra"
 )
 
@@ -142,7 +143,7 @@ func TestOutagePolicyDecisions(t *testing.T) {
 	assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "a hint: one interval, at most 1s")
 	assert.ErrorIs(t, r.Err, redisgcra.ErrUnavailable)
 	assert.Equal(t, gcra.Never, closed.Decide(ctx, "k", 3).RetryAfter)
-	assert.Equal(t, redisgcra.SourceFailClosed, closed.Peek(ctx, "k", 1).Source)
+	assert.Equal(t, redisgcra.SourceFailClosed, closed.PeekResult(ctx, "k", 1).Source)
 
 	open, err := redisgcra.New(c, gcra.PerMinute(30), 2, redisgcra.WithOutage(redisgcra.FailOpen))
 	require.NoError(t, err)
@@ -154,7 +155,7 @@ func TestOutagePolicyDecisions(t *testing.T) {
 
 	fb, err := redisgcra.New(c, gcra.PerMinute(30), 2, redisgcra.WithOutage(redisgcra.FallbackTo(local)))
 	require.NoError(t, err)
-	assert.Equal(t, local.Peek("k", 1), fb.Peek(ctx, "k", 1).Decision)
+	assert.Equal(t, stacktest.Peek(local, "k", 1), fb.PeekResult(ctx, "k", 1).Decision)
 	assert.True(t, fb.Allow(ctx, "k"))
 	assert.True(t, fb.Allow(ctx, "k"))
 	r = fb.Decide(ctx, "k", 1)

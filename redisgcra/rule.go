@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,18 +23,18 @@ var (
 	// ErrUnsupported: a rule that NewRule does not decide in Redis.
 	// FixedWindow: its windows start when one limiter is created, an
 	// instant the processes of a fleet do not share; FixedWindowUTC places
-	// them on UTC boundaries that every process agrees on. AnchoredWindow:
-	// its in-process state keeps each window's end to a resolution that
-	// depends on the limiter's epoch, so no one decision is "the same" in a
-	// fleet; it is not decided in Redis yet. Also WithOverLimitCache with a
-	// rule other than GCRA: the cache bounds a TAT.
+	// them on UTC boundaries that every process agrees on. Also
+	// WithOverLimitCache with a rule other than GCRA: the cache bounds a
+	// TAT.
 	ErrUnsupported = errors.New("redisgcra: not decided in redis")
 	// ErrResolution: a window, a slice or a UTC offset that is not a whole
 	// number of microseconds, the resolution of Redis TIME and of the stored
 	// state. It is rejected rather than rounded to another limit. (GCRA's
 	// interval, which the rate only implies, is rounded up instead: see the
-	// package doc.)
-	ErrResolution = errors.New("redisgcra: window or offset not a whole number of microseconds")
+	// package doc.) Also an AnchoredWindow of more than 2^51 − 1 per
+	// window, whose anchors' resolution (above 2^49 ns) the script cannot
+	// round exactly in Lua's doubles.
+	ErrResolution = errors.New("redisgcra: window or offset not exact in microseconds")
 )
 
 // NewRule returns a Limiter that holds every key to rule, deciding in Redis
@@ -50,16 +51,21 @@ var (
 //   - SlidingLog: exact, N expiries per key (8·(N + 1) bytes of state).
 //   - Rolling: its slices start at 1970-01-01T00:00:00Z + k·slice, as the
 //     counter's windows do.
+//   - AnchoredWindow: each window opens at its first admission, its anchor
+//     rounded up to the in-process resolution g (window.AnchoredParams) on
+//     a grid from 1970-01-01T00:00:00Z; an in-process limiter whose epoch
+//     is on that grid decides the same.
 //   - Bands of these, decided at once in one call on one Redis key: all
 //     or nothing, in one Cluster slot whatever the key.
 //
-// Take returns a receipt for a rule of one fixed, sliding counter or rolling
-// band (the window or slice the admission was counted in), and Refund gives it
-// back as in process; the log's and bands' receipts are 0, as in process
+// Take returns a receipt for a rule of one fixed, sliding counter, rolling or
+// anchored band (the window or slice the admission was counted in; the
+// anchored window's anchor and count), and Refund gives it back as in
+// process; the log's and bands' receipts are 0, as in process
 // (Quota().Refunds()). Quota is the in-process Quota. WithOverLimitCache
 // applies to GCRA only (ErrUnsupported). A window, slice or offset must be a
-// whole number of µs (ErrResolution). FixedWindow and AnchoredWindow are
-// rejected (ErrUnsupported).
+// whole number of µs (ErrResolution). FixedWindow is rejected
+// (ErrUnsupported).
 //
 // Errors: rule's own, as atomiclimit.NewKeyedRule reports them
 // (ErrInvalidRule, ErrInvalidLimit, …), wrapped with "redisgcra: "; then
@@ -93,9 +99,9 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		b := &r.bands[i]
 		if err := b.init(s); err != nil {
 			if len(specs) > 1 {
-				return nil, fmt.Errorf("redisgcra: band %d (%v): %w", i, s, err)
+				return nil, &bandError{fmt.Sprintf("band %d (%v)", i, s), err}
 			}
-			return nil, fmt.Errorf("redisgcra: %v: %w", s, err)
+			return nil, &bandError{s.String(), err}
 		}
 		r.args = append(r.args, b.args[:]...)
 		r.replies += b.replies
@@ -121,6 +127,21 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 	}
 	return l, nil
 }
+
+// A bandError is the error of the band where of a rule: err, which may be
+// one of this package's (ErrUnsupported, …) or another's (window's, gcra's),
+// said after the band, with the package named once:
+// "redisgcra: band 1 (counter 5/1.5µs): window or offset not a whole …".
+type bandError struct {
+	where string
+	err   error
+}
+
+func (e *bandError) Error() string {
+	return "redisgcra: " + e.where + ": " + strings.TrimPrefix(e.err.Error(), "redisgcra: ")
+}
+
+func (e *bandError) Unwrap() error { return e.err }
 
 // describe is the in-process Quota of a rule (the root package's
 // rule.describe): its one band's, or for bands the tightest band's (the
@@ -171,7 +192,7 @@ func (b *band) init(s algo.Spec) error {
 		b.quota = algo.NewGCRA(b.g).Quota()
 	case algo.KindFixed, algo.KindCounter:
 		if !s.UTC && s.Kind == algo.KindFixed {
-			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC places them on UTC boundaries that every process agrees on", ErrUnsupported)
+			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", ErrUnsupported, s.N, s.Period)
 		}
 		if s.Period%time.Microsecond != 0 || s.Offset%time.Microsecond != 0 {
 			return fmt.Errorf("%w: window %v, offset %v", ErrResolution, s.Period, s.Offset)
@@ -212,7 +233,20 @@ func (b *band) init(s algo.Spec) error {
 		b.quota = window.LogAlgorithm(p).Quota()
 		b.args = [5]any{"l", us(s.Period), strconv.Itoa(s.N), "0", "0"}
 	case algo.KindAnchored:
-		return fmt.Errorf("%w: AnchoredWindow is not decided in Redis yet", ErrUnsupported)
+		if s.Period%time.Microsecond != 0 {
+			return fmt.Errorf("%w: window %v", ErrResolution, s.Period)
+		}
+		p, err := window.NewAnchoredParams(s.N, s.Period)
+		if err != nil {
+			return err
+		}
+		if g := p.Resolution(); g > maxAnchorResolution {
+			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", ErrResolution, s.N, g, maxAnchorResolution)
+		}
+		b.kind, b.anchored, b.shift, b.replies, b.words = bandAnchored, p, p.Layout().Shift, 3, 3
+		b.w, b.wNs, b.res = int64(s.Period/time.Microsecond), int64(s.Period), int64(p.Resolution())
+		b.quota = window.AnchoredAlgorithm(p).Quota()
+		b.args = [5]any{"a", us(s.Period), strconv.Itoa(s.N), strconv.FormatInt(b.res, 10), "0"}
 	case algo.KindRolling:
 		if s.Slice%time.Microsecond != 0 {
 			return fmt.Errorf("%w: slice %v", ErrResolution, s.Slice)
@@ -248,6 +282,8 @@ func (b *band) maxN() int {
 		return b.fixed.Limit()
 	case bandCounter:
 		return b.counter.Limit()
+	case bandAnchored:
+		return b.anchored.Limit()
 	case bandRolling:
 		if c := b.rolling.PerSlice(); c > 0 {
 			return min(c, b.rolling.Limit())
@@ -256,6 +292,12 @@ func (b *band) maxN() int {
 	}
 	return 1
 }
+
+// maxAnchorResolution is the coarsest anchor resolution g of an anchored
+// window the rules script rounds to exactly: it computes now·1000 mod g as
+// 8·(125·(now mod g/8) mod g/8), whose products stay below 2^53 while
+// 125·g/8 does.
+const maxAnchorResolution = time.Duration(1) << 49
 
 // ruleRemote is NewRule's algorithm: ruleLua on the bands' words, and
 // ruleRefundLua for a rule of one window band (fixed, counter, rolling).
@@ -267,7 +309,7 @@ type ruleRemote struct {
 	refunds bool  // one fixed, counter or rolling band: Take returns receipts
 }
 
-func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, uint64, error) {
+func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
 	args := make([]any, 3, 3+len(r.args))
 	args[0], args[1], args[2] = opArgs[o], n, ""
 	if nowMicros >= 0 {
@@ -276,7 +318,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	args = append(args, r.args...)
 	reply, err := l.call(ctx, &ruleScript, []string{rkey}, args...)
 	if err != nil {
-		return gcra.Decision{}, 0, err
+		return gcra.Decision{}, receipt{}, err
 	}
 	var buf [2 + 4*algo.MaxBands]int64
 	vals := buf[:0]
@@ -293,7 +335,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		}
 	}
 	if !ints(reply, vals) {
-		return gcra.Decision{}, 0, rejectedReply(&ruleScript, reply)
+		return gcra.Decision{}, receipt{}, rejectedReply(&ruleScript, reply)
 	}
 	var vs [algo.MaxBands]view
 	at := 2
@@ -302,29 +344,38 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 		vs[i] = b.view(vals[0], vals[at:at+b.replies])
 		at += b.replies
 	}
-	d, w := combine(r.bands, vs[:len(r.bands)], n, o == opPeek)
+	d, rc := combine(r.bands, vs[:len(r.bands)], n, o == opPeek)
 	if admitted := vals[1] == 1; d.Allowed != admitted {
 		// Unreachable unless another writer stored words of another rule
 		// of the same length; trust what Redis did. The tests assert that
 		// this never happens.
 		scriptMismatches.Add(1)
-		d.Allowed, w = admitted, -1
+		d.Allowed, rc = admitted, receipt{}
 		if admitted {
 			d.RetryAfter = 0
 		}
 	}
-	if o != opReceipt || !d.Allowed || w < 0 || !r.refunds {
-		return d, 0, err
+	if o != opReceipt || !d.Allowed || !r.refunds {
+		return d, receipt{}, err
 	}
-	return d, uint64(w) + 1, err // the window counted in, +1: never 0
+	return d, rc, err
 }
 
-func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, receipt uint64, _ int64) (bool, error) {
+func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
 	if !r.refunds {
 		return false, nil // the log and bands return no receipts
 	}
 	b := &r.bands[0]
-	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, b.args[0], b.maxN(), n, strconv.FormatUint(receipt-1, 10), b.words)
+	args := []any{b.args[0], b.maxN(), n, strconv.FormatUint(rc[0]-1, 10), b.words}
+	if b.kind == bandAnchored {
+		// The anchor's ns and the count after the admission; W and g; in
+		// tests, an explicit now.
+		args = append(args, strconv.FormatUint(rc[1], 10), strconv.FormatUint(rc[2], 10), b.args[1], b.args[3])
+		if nowMicros >= 0 {
+			args = append(args, strconv.FormatInt(nowMicros, 10))
+		}
+	}
+	reply, err := l.call(ctx, &ruleRefundScript, []string{rkey}, args...)
 	if err != nil {
 		return false, err
 	}

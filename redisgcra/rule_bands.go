@@ -14,12 +14,13 @@ import (
 // script read it before the call, is moved to a time base of the band's
 // own on which the in-process code decides it exactly as it decides the
 // same state on a limiter's base, and decides it there: gcra.Params for
-// GCRA, window.FixedParams and CounterParams for the windows (the very
-// functions the in-process limiters run); the log's few formulas, which
-// need the whole ring in process, are LogRing's on the four values the
-// script reports. Bands combine as algo.Set.Decide combines them. So every
-// field is the in-process one, to the nanosecond, at the instant Redis
-// TIME reported; the vectors (vectors_rules_test.go) hold it to that.
+// GCRA, window.FixedParams, CounterParams, AnchoredParams and RollingParams
+// for the windows (the very functions the in-process limiters run); the
+// log's few formulas, which need the whole ring in process, are LogRing's
+// on the four values the script reports. Bands combine as algo.Set.Decide
+// combines them. So every field is the in-process one, to the nanosecond,
+// at the instant Redis TIME reported; the vectors (vectors_rules_test.go)
+// hold it to that.
 
 // A bandKind is the algorithm of one band.
 type bandKind uint8
@@ -30,6 +31,7 @@ const (
 	bandCounter
 	bandLog
 	bandRolling
+	bandAnchored
 )
 
 // A band is one algorithm of a rule as Redis decides it. Immutable.
@@ -44,16 +46,21 @@ type band struct {
 	// rolling is the rolling window's parameters on a base whose slice 0
 	// starts at 0; shift is its count width, n its K.
 	rolling window.RollingParams
-	shift   uint
-	maxIdx  uint64 // the largest window (slice) index their words hold
-	w       int64  // W in µs (fixed, counter, log); the slice P (rolling)
-	wNs     int64  // W in ns (the log's view)
-	grid    int64  // G in µs: the windows' origin, a boundary ≤ 0 (fixed, counter)
-	n       int    // the log's N; the rolling window's K
-	args    [5]any
-	words   int        // the band's words in the state
-	replies int        // the reply's values that describe the band
-	quota   algo.Quota // as in process, with GCRA's T rounded up
+	// anchored is the anchored window's parameters, on a base whose origin
+	// is a multiple of its resolution g since the Unix epoch; shift is its
+	// count width.
+	anchored window.AnchoredParams
+	res      int64 // the anchored window's g, in ns
+	shift    uint
+	maxIdx   uint64 // the largest window (slice) index their words hold
+	w        int64  // W in µs (fixed, counter, log, anchored); the slice P (rolling)
+	wNs      int64  // W in ns (the log's and the anchored window's views)
+	grid     int64  // G in µs: the windows' origin, a boundary ≤ 0 (fixed, counter)
+	n        int    // the log's N; the rolling window's K
+	args     [5]any
+	words    int        // the band's words in the state
+	replies  int        // the reply's values that describe the band
+	quota    algo.Quota // as in process, with GCRA's T rounded up
 }
 
 // A view is one band's state, as the script read it, on the band's own
@@ -82,6 +89,8 @@ func (b *band) view(nowUS int64, r []int64) view {
 		return b.windowView(nowUS, r)
 	case bandRolling:
 		return b.rollingView(nowUS, r)
+	case bandAnchored:
+		return b.anchoredView(nowUS, r)
 	}
 	rel := func(us int64) int64 { return (us - nowUS) * 1000 }
 	return view{e: int(min(max(r[0], 0), int64(b.n))), oldest: rel(r[1]), second: rel(r[2]), latest: rel(r[3])}
@@ -141,6 +150,33 @@ func (b *band) rollingView(nowUS int64, r []int64) view {
 	return v
 }
 
+// anchoredView: the script stores the anchor A (ns since the Unix epoch, a
+// multiple of g) as its µs and the ns beyond them, and the count. The
+// base's origin is a multiple of g at or before both A and now, so that
+// the word holds A/g from there, as in process; a state whose window is
+// over at now (or that has none) and whose anchor has passed decides as
+// the zero word (a new window at now's, as in process), from now's g.
+// Counts are clamped to the count width.
+func (b *band) anchoredView(nowUS int64, r []int64) view {
+	anchor := max(r[0], 0)*1000 + min(max(r[1], 0), 999)
+	c := min(uint64(max(r[2], 0)), uint64(1)<<b.shift-1)
+	now := nowUS * 1000
+	if anchor <= now && (c == 0 || now >= anchor+b.wNs) {
+		base := now / b.res * b.res
+		return view{now: now - base, base: base}
+	}
+	base := min(anchor, now) / b.res * b.res
+	field := (anchor - base + b.res - 1) / b.res // A is a multiple of g unless another writer's
+	return view{word: uint64(field)<<b.shift | c, now: now - base, base: base}
+}
+
+// anchoredReceipt is the receipt of an admission that left v: its window's
+// anchor in µs + 1 and the ns beyond them, and its count.
+func (b *band) anchoredReceipt(v view) receipt {
+	anchor := v.base + int64(v.word>>b.shift)*b.res
+	return receipt{uint64(anchor/1000) + 1, uint64(anchor % 1000), v.word & (uint64(1)<<b.shift - 1)}
+}
+
 // idxShift is the bit of the window index in a window word.
 func (b *band) idxShift() uint {
 	if b.kind == bandCounter {
@@ -163,6 +199,8 @@ func (b *band) decide(v view, n int) (view, gcra.Decision) {
 		v.word, d = b.fixed.Decide(v.word, v.now, n)
 	case bandCounter:
 		v.word, d = b.counter.Decide(v.word, v.now, n)
+	case bandAnchored:
+		v.word, d = b.anchored.Decide(v.word, v.now, n)
 	case bandRolling:
 		// First the decision on the words as they are (a peek decides as
 		// an admission reports), then, for an admission, the words after
@@ -223,10 +261,10 @@ func logState(v view) gcra.Decision {
 // combine is algo.Set.Decide on the views, which take is free to
 // overwrite: a single band decides alone; several are all checked, taken
 // from together if every one admits (unless peek), and described as Set
-// describes them. It returns the decision and, with one fixed or counter
-// band, the absolute index of the window an admission was counted in (−1
-// otherwise).
-func combine(bands []band, vs []view, n int, peek bool) (gcra.Decision, int64) {
+// describes them. It returns the decision and, with one fixed, counter,
+// rolling or anchored band, the receipt of an admission (remote.go); the
+// zero receipt otherwise.
+func combine(bands []band, vs []view, n int, peek bool) (gcra.Decision, receipt) {
 	if len(bands) == 1 {
 		b := &bands[0]
 		if b.kind == bandRolling {
@@ -234,15 +272,21 @@ func combine(bands []band, vs []view, n int, peek bool) (gcra.Decision, int64) {
 			// slice it was counted in, s.
 			d := b.rolling.Decide(vs[0].ring, vs[0].now, n, true)
 			if d.Allowed && n > 0 {
-				return d, vs[0].s
+				return d, receipt{uint64(vs[0].s) + 1}
 			}
-			return d, -1
+			return d, receipt{}
 		}
 		next, d := b.decide(vs[0], n)
-		if d.Allowed && n > 0 && b.kind != bandGCRA && b.kind != bandLog {
-			return d, next.base + int64(next.word>>b.idxShift())
+		if !d.Allowed || n < 1 {
+			return d, receipt{}
 		}
-		return d, -1
+		switch b.kind {
+		case bandFixed, bandCounter:
+			return d, receipt{uint64(next.base+int64(next.word>>b.idxShift())) + 1}
+		case bandAnchored:
+			return d, b.anchoredReceipt(next)
+		}
+		return d, receipt{}
 	}
 	ok := true
 	for i := range bands {
@@ -273,7 +317,7 @@ func combine(bands []band, vs []view, n int, peek bool) (gcra.Decision, int64) {
 		d.ResetAfter = max(d.ResetAfter, bd.ResetAfter)
 		d.TokenAfter = max(d.TokenAfter, bd.TokenAfter)
 	}
-	return d, -1
+	return d, receipt{}
 }
 
 // floorDiv is ⌊a/b⌋ for b > 0.

@@ -7,7 +7,7 @@ import (
 
 // The scripts of the rules that NewRule decides in Redis: the fixed window on
 // UTC boundaries, the sliding counter, the exact sliding log, the rolling
-// window, GCRA, and bands of them. One script decides every rule, from the
+// window, the anchored window, GCRA, and bands of them. One script decides every rule, from the
 // bands' kinds and parameters in its arguments; a second gives an admission
 // back.
 //
@@ -27,22 +27,33 @@ import (
 //	                   epoch), its count; then K slots, slot j mod K holding
 //	                   (j, the final count of slice j) once the head has
 //	                   passed j (window.RollingParams' words, two per word)
+//	anchored  3        the anchor A, a multiple of the resolution g
+//	                   (window.AnchoredParams) in ns since the Unix epoch,
+//	                   as its whole µs and the ns beyond them (< 1000),
+//	                   then the count: a count ≥ 1 is the open window
+//	                   [A, A + W); a count of 0, the earliest a window may
+//	                   open (A is always on g's grid from the Unix epoch)
 //
 // An absent key reads as every word 0, which is each algorithm's fresh
 // state, as the zero word is in process: a full bucket, a count of 0 in a
 // window long past, a ring whose every slot expired at 0, a head in slice
-// 0 with nothing counted. The first
-// admission allocates the whole string, zero-filled; every admission
+// 0 with nothing counted, no anchored window and none before the Unix
+// epoch. The first admission allocates the whole string, zero-filled;
+// every admission
 // writes the bands' new words (SETRANGE) and sets the expiry; a denial, a
 // peek and n < 1 write nothing.
 //
 // A value that is not a state of the rule (another type, another length, a
-// word of 2^53 or more, or a state idle later than any the rule writes,
-// b.after past now, with no expiry: it could deny for ever) is repaired by
+// word of 2^53 or more, an anchor with 1000 ns or more beyond its µs, or a
+// state idle later than any the rule writes,
+// b.after past now, with no expiry: it could deny for ever; or one idle
+// more than 2·b.after past now, expiry or not: it could deny for as long
+// as its expiry, a year for SET key <value> EX <a year>) is repaired by
 // the decision that finds it, as decideLua repairs GCRA's TAT: every
 // band's strictest state at now (GCRA's TAT now + B·T, a window's count N,
 // the counter's current count N, every slot of the log expiring at
-// now + W, the rolling window's head holding Q), with the usual expiry,
+// now + W, the rolling window's head holding Q, an anchored window opened
+// at now with its count N), with the usual expiry,
 // and the decision is made on it; the reply then ends with what the key
 // held (ErrCorrupt). The refund script gives nothing back from such a key
 // and writes nothing.
@@ -52,7 +63,8 @@ import (
 // Idle): a GCRA band at its TAT, a fixed window at the end of its window
 // (of the next one for the counter, whose count is then prev), the log when
 // its latest expiry passes, the rolling window when its head's slice
-// leaves the window, K slices on. From I on the state decides every request as
+// leaves the window, K slices on, the anchored window at its window's end
+// (in µs, rounded up). From I on the state decides every request as
 // the absent key does, so expiry changes no decision (on TIME readings that
 // do not go back). The extra millisecond covers the expiry clock, which
 // Redis may read before the script reads TIME.
@@ -68,6 +80,7 @@ import (
 //	'c' W, G, N, 0
 //	'l' W, N, 0, 0
 //	'r' P, K, Q, C      (C: the cap per slice, Q if none)
+//	'a' W, N, g, 0      (g in ns: a power of two, at most 2^49)
 //
 // # Reply
 //
@@ -79,6 +92,7 @@ import (
 //	log       e (slots expired at now), the oldest expiry (slot k),
 //	          the next one (slot k+1), the latest (slot k−1)
 //	rolling   its 2 + 2K words
+//	anchored  its 3 words
 //
 // from which the caller rebuilds the whole gcra.Decision with the
 // in-process code (rule_bands.go).
@@ -129,6 +143,23 @@ local function le(a, b, c, d)
     if x[i] ~= y[i] then return x[i] < y[i] end
   end
   return true
+end
+
+-- aup is the anchor of a window opened at now (µs): ⌈now·1000/g⌉·g ns, as
+-- its whole µs and the ns beyond them. For g ≤ 8, g divides 1000 and now·1000
+-- is on the grid; else now·1000 mod g = 8·(125·(now mod g/8) mod g/8), whose
+-- products stay below 2^53 for g ≤ 2^49 (maxAnchorResolution).
+local function aup(now, g)
+  if g <= 8 then return now, 0 end
+  local g8 = g / 8
+  local up = (g - 8 * ((125 * (now % g8)) % g8)) % g
+  return now + math.floor(up / 1000), up % 1000
+end
+
+-- before(a1, r1, a2, r2) orders two instants given as whole µs and the ns
+-- beyond them: a1 µs + r1 ns < a2 µs + r2 ns.
+local function before(a1, r1, a2, r2)
+  return a1 < a2 or (a1 == a2 and r1 < r2)
 end
 
 local function enc(v)
@@ -200,6 +231,10 @@ end
 //	         whose index is their slice (an older one counts 0);
 //	         admit ⇔ 1 ≤ n ≤ C, cs + n ≤ C and sum + n ≤ Q;
 //	         if s > h, slot h mod K ← (h, its count); head ← (s, cs + n)
+//	anchored (A, c) = the stored window if c ≥ 1 and now < A + W (a stale
+//	         now counts in it), else (max(A, ⌈now/g⌉·g), 0): aup, in ns
+//	         as µs and the ns beyond them, compared exactly (before);
+//	         admit ⇔ 1 ≤ n ≤ N and c + n ≤ N; (A, c) ← (A, c + n)
 //
 // n = 0 is admitted by every band and writes nothing. e, the slots of the
 // ring expired at now, is found by binary search (the expiries never
@@ -221,12 +256,14 @@ local bands, size = {}, 0
 local i = 4
 while ARGV[i] do
   local b = {kind = ARGV[i], p = tonumber(ARGV[i+1]), q = tonumber(ARGV[i+2]), r = tonumber(ARGV[i+3]), s = tonumber(ARGV[i+4]), off = size}
-  -- b.after: the longest a state this rule writes takes to become idle
+  -- b.after: the longest a state this rule writes takes to become idle (the
+  -- anchored window: W, and its anchor rounded up by less than g, in µs)
   if b.kind == 'g' then size, b.after = size + 1, b.q
   elseif b.kind == 'f' then size, b.after = size + 2, b.p
   elseif b.kind == 'c' then size, b.after = size + 3, 2 * b.p
   elseif b.kind == 'l' then size, b.after = size + 1 + b.q, b.p
   elseif b.kind == 'r' then size, b.after = size + 2 + 2 * b.q, b.p * b.q
+  elseif b.kind == 'a' then size, b.after = size + 3, b.p + math.ceil((b.r - 1) / 1000)
   else return redis.error_reply('ERR redisgcra: unknown band kind ' .. b.kind) end
   bands[#bands + 1] = b
   i = i + 5
@@ -239,6 +276,8 @@ end
 -- that state becomes idle), b.ok, b.next and b.idle (the words an
 -- admission writes, and when they become idle).
 local ok, reply
+-- odd: a reason the words read are no state of the rule, if pass found one
+local odd = nil
 local function pass()
   ok, reply = true, {now, 0}
   for _, b in ipairs(bands) do
@@ -313,6 +352,31 @@ local function pass()
         b.next[3], b.next[4] = {x, h}, {x + 1, c}
       end
       b.idle = (s + K) * P
+    elseif b.kind == 'a' then
+      local W, N, g = b.p, b.q, b.r
+      local a, r, c = word(o), word(o + 1), word(o + 2)
+      reply[#reply + 1] = a
+      reply[#reply + 1] = r
+      reply[#reply + 1] = c
+      if r >= 1000 then odd = 'an anchor with 1000 ns or more beyond its µs' end
+      -- idle at the window's end if one is open, else from the anchor
+      -- (µs, rounded up)
+      local up = 0
+      if r > 0 then up = 1 end
+      b.was = a + up
+      if c > 0 then b.was = b.was + W end
+      -- the window a request at now counts in: the stored one while it is
+      -- open at now (a stale now included), else a new one at the later of
+      -- now's anchor and the stored earliest anchor
+      if not (c > 0 and before(now, 0, a + W, r)) then
+        c = 0
+        local na, nr = aup(now, g)
+        if before(a, r, na, nr) then a, r = na, nr end
+      end
+      b.ok = n == 0 or (n >= 1 and n <= N and c + n <= N)
+      b.next = {{o, a}, {o + 1, r}, {o + 2, c + n}}
+      b.idle = a + W
+      if r > 0 then b.idle = b.idle + 1 end
     else
       local W, N = b.p, b.q
       local k = word(o)
@@ -346,11 +410,20 @@ if not what then
   pass()
   if big then
     what = 'a word of 2^53 or more'
+  elseif odd then
+    what = odd
   else
     -- A state idle later than any this rule writes can only be one that
-    -- another writer stored; with no expiry it would deny for ever.
+    -- another writer stored: with no expiry it would deny for ever, and
+    -- more than twice as late, for as long as its expiry says (a year,
+    -- for SET key <value> EX <a year>). The second b.after is what TIME
+    -- may step back (a failover) before a state this rule wrote is taken
+    -- for corrupt.
     for _, b in ipairs(bands) do
-      if b.was - now > b.after and redis.call('PTTL', key) < 0 then
+      if b.was - now > 2 * b.after then
+        what = string.format('a state idle %.0fµs from now, more than twice the longest a state of this rule waits', b.was - now)
+        break
+      elseif b.was - now > b.after and redis.call('PTTL', key) < 0 then
         what = string.format('a state idle %.0fµs from now, with no expiry', b.was - now)
         break
       end
@@ -362,7 +435,7 @@ if what then
   -- state does, and the decision made on it.
   redis.call('DEL', key)
   redis.call('SETRANGE', key, 8 * size - 1, '\0')
-  len, big = 8 * size, false
+  len, big, odd = 8 * size, false, nil
   for _, b in ipairs(bands) do
     local o = b.off
     if b.kind == 'g' then
@@ -373,6 +446,9 @@ if what then
       redis.call('SETRANGE', key, 8 * o, enc(idiv(now - b.q, b.p)) .. enc(0) .. enc(b.r))
     elseif b.kind == 'r' then
       redis.call('SETRANGE', key, 8 * o, enc(idiv(now, b.p)) .. enc(b.r))
+    elseif b.kind == 'a' then
+      local a, r = aup(now, b.r)
+      redis.call('SETRANGE', key, 8 * o, enc(a) .. enc(r) .. enc(b.q))
     else
       redis.call('SETRANGE', key, 8 * (o + 1), string.rep(enc(now + b.p), b.q))
     end
@@ -404,16 +480,34 @@ return reply
 `
 
 // ruleRefundLua gives back the n of an admission of a rule of one fixed,
-// counter or rolling band, whose receipt names the window (slice) w it was
-// counted in (ARGV: the kind, the most n, n, w, the state's words), exactly
-// as window.FixedParams.Refund, CounterParams.Refund and the rolling
-// window's refund do: from the count of w while the state counts w (cur
-// for the counter, the head's for the rolling window), from prev once the
-// counter has moved to w + 1; else nothing (a rolling slice the head has
-// left is final). Counts add, so this leaves exactly the count of the other
+// counter, rolling or anchored band (ARGV: the kind, the most n, n, the
+// receipt's first value, the state's words, then for the anchored window
+// the receipt's other two values, W in µs, g in ns, and in tests only an
+// explicit now in µs), exactly as the in-process Refund of each does.
+//
+// The fixed, counter and rolling windows: the receipt names the window
+// (slice) w the admission was counted in; n comes back from the count of w
+// while the state counts w (cur for the counter, the head's for the
+// rolling window), from prev once the counter has moved to w + 1; else
+// nothing (a rolling slice the head has left is final). They read no
+// clock: neither does the in-process give-back.
+//
+// The anchored window (window.AnchoredParams.Refund): the receipt names
+// the window's anchor A_r (µs and ns) and the count c_r right after the
+// admission. The state (A, c) still counts that window while c ≥ n and
+// A_r ≤ A < A_r + W (a window whose anchor a give-back moved keeps its
+// later admissions). If the admission was not the window's first
+// (c_r > n), or is alone in it (c = n), n comes back from the count. If it
+// opened the window and others came after it, the window's anchor moves to
+// max(A, ⌈now/g⌉·g), now = max(TIME, A_r) (A_r stands for the admission's
+// time, which is within g before it and gives the same result), and the
+// count falls by n; nothing if now is past the window's end. The move only
+// delays the window's end, so the expiry is set again, at the new end.
+//
+// Counts add, so every path leaves exactly the count of the other
 // admissions: it never creates quota. It replies 1 if it gave back, else 0,
-// and keeps the key's expiry (the state only becomes idle sooner). It reads
-// no clock: neither does the in-process refund.
+// and otherwise keeps the key's expiry (the state only becomes idle
+// sooner).
 const ruleRefundLua = `
 if redis.replicate_commands then redis.replicate_commands() end
 ` + wordsLua + `
@@ -422,7 +516,7 @@ local kind, N, n, a, size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonum
 -- state of the rule (the next decision repairs it).
 if what or len ~= 8 * size then return 0 end
 local w, c1, c2 = word(0), word(1), 0
-if kind == 'c' then c2 = word(2) end
+if kind == 'c' or kind == 'a' then c2 = word(2) end
 if big then return 0 end
 if n < 1 or n > N then return 0 end
 if kind == 'f' or kind == 'r' then
@@ -430,6 +524,35 @@ if kind == 'f' or kind == 'r' then
     redis.call('SETRANGE', key, 8, enc(c1 - n))
     return 1
   end
+elseif kind == 'a' then
+  local r, c = c1, c2
+  local ar, cr, W, g = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+  if r >= 1000 or c < n or before(w, r, a, ar) or not before(w, r, a + W, ar) then
+    return 0 -- not the window it was counted in
+  end
+  if cr > n or c == n then
+    redis.call('SETRANGE', key, 16, enc(c - n))
+    return 1
+  end
+  local now
+  if ARGV[10] then
+    now = tonumber(ARGV[10])
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  -- t = max(now, A_r), and its anchor ⌈t/g⌉·g (A_r is on the grid)
+  local ta, tr = now, 0
+  if before(now, 0, a, ar) then ta, tr = a, ar end
+  if not before(ta, tr, w + W, r) then return 0 end -- the window is over
+  local na, nr = ta, tr
+  if tr == 0 then na, nr = aup(ta, g) end
+  if before(w, r, na, nr) then w, r = na, nr end
+  redis.call('SETRANGE', key, 0, enc(w) .. enc(r) .. enc(c - n))
+  local idle = w + W - now
+  if r > 0 then idle = idle + 1 end
+  redis.call('PEXPIRE', key, idiv(idle + 999, 1000) + 1)
+  return 1
 elseif w == a and c2 >= n then
   redis.call('SETRANGE', key, 16, enc(c2 - n))
   return 1

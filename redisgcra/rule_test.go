@@ -39,7 +39,10 @@ func TestNewRuleErrors(t *testing.T) {
 		// Redis's own.
 		{"limiter-aligned window", &noServer{}, atomiclimit.FixedWindow(5, time.Second), nil, redisgcra.ErrUnsupported},
 		{"limiter-aligned band", &noServer{}, atomiclimit.Bands(atomiclimit.FixedWindow(5, time.Second), min1), nil, redisgcra.ErrUnsupported},
-		{"anchored", &noServer{}, atomiclimit.AnchoredWindow(5, time.Second), nil, redisgcra.ErrUnsupported},
+		{"anchored of 1.5µs", &noServer{}, atomiclimit.AnchoredWindow(1, 1500*time.Nanosecond), nil, redisgcra.ErrResolution},
+		// Anchors in units of 2^50 ns, whose rounding Lua's doubles cannot
+		// compute exactly.
+		{"anchored of 2^51", &noServer{}, atomiclimit.AnchoredWindow(1<<51, 30*24*time.Hour), nil, redisgcra.ErrResolution},
 		{"slice of 1.5µs", &noServer{}, atomiclimit.Rolling(100, 3*time.Microsecond, 1500*time.Nanosecond, 0), nil, redisgcra.ErrResolution},
 		{"rolling of 1025 slices", &noServer{}, atomiclimit.Rolling(100, 1025*time.Second, time.Second, 0), nil, atomiclimit.ErrInvalidLimit},
 		{"window of 1.5µs", &noServer{}, atomiclimit.SlidingCounter(5, 1500*time.Nanosecond), nil, redisgcra.ErrResolution},
@@ -76,6 +79,9 @@ func TestNewRuleDescribes(t *testing.T) {
 		atomiclimit.Bands(atomiclimit.FixedWindowUTC(60, time.Minute, 0), atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0)),
 		atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.PerSecond(20), 20), atomiclimit.FixedWindowUTC(1000, time.Hour, 0), atomiclimit.SlidingLog(10_000, 24*time.Hour)),
 		atomiclimit.Bands(atomiclimit.FixedWindowUTC(1000, time.Hour, 0), atomiclimit.SlidingCounter(5, time.Second)),
+		atomiclimit.AnchoredWindow(10, 2*time.Second),
+		atomiclimit.AnchoredWindow(1<<50, 30*24*time.Hour),
+		atomiclimit.Bands(atomiclimit.AnchoredWindow(10, time.Minute), atomiclimit.SlidingLog(100, time.Hour)),
 	} {
 		l, err := redisgcra.NewRule(none, rule)
 		require.NoError(t, err, "%v", rule)
@@ -97,6 +103,7 @@ func TestNewRuleDescribes(t *testing.T) {
 	assert.True(t, refunds(atomiclimit.FixedWindowUTC(3, time.Second, 0)))
 	assert.True(t, refunds(atomiclimit.SlidingCounter(3, time.Second)))
 	assert.True(t, refunds(atomiclimit.Rolling(3, time.Second, time.Second/4, 0)))
+	assert.True(t, refunds(atomiclimit.AnchoredWindow(3, time.Second)))
 	assert.False(t, refunds(atomiclimit.SlidingLog(3, time.Second)))
 	assert.False(t, refunds(atomiclimit.Bands(atomiclimit.FixedWindowUTC(3, time.Second, 0), atomiclimit.SlidingCounter(3, time.Second))))
 
@@ -135,6 +142,7 @@ func TestRuleState(t *testing.T) {
 		{atomiclimit.SlidingLog(2, time.Hour), 3},
 		{atomiclimit.SlidingLog(100, time.Hour), 101},
 		{atomiclimit.Rolling(2, 24*time.Hour, time.Hour, 0), 2 + 2*24},
+		{atomiclimit.AnchoredWindow(2, time.Hour), 3},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Hour), 2), atomiclimit.FixedWindowUTC(2, time.Hour, 0), atomiclimit.SlidingCounter(2, time.Hour), atomiclimit.SlidingLog(2, time.Hour)), 1 + 2 + 3 + 3},
 	} {
 		l, err := redisgcra.NewRule(c, tc.rule, redisgcra.WithKeyPrefix(uniq(t)))
@@ -142,7 +150,7 @@ func TestRuleState(t *testing.T) {
 		for _, n := range []int{0, 3, -1} {
 			assert.True(t, (n == 0) == l.Decide(ctx, "k", n).Allowed)
 		}
-		assert.True(t, l.Peek(ctx, "k", 1).Allowed)
+		assert.True(t, l.PeekResult(ctx, "k", 1).Allowed)
 		n, err := c.Exists(ctx, l.Key("k")).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "%v: only an admission creates the key", tc.rule)
@@ -161,7 +169,7 @@ func TestRuleState(t *testing.T) {
 		writes := commandCalls(t, c, "setrange") + commandCalls(t, c, "pexpire")
 		for range 5 {
 			assert.False(t, l.Allow(ctx, "k"))
-			assert.False(t, l.Peek(ctx, "k", 1).Allowed)
+			assert.False(t, l.PeekResult(ctx, "k", 1).Allowed)
 			assert.False(t, l.AllowN(ctx, "k", 3))
 		}
 		assert.Equal(t, writes, commandCalls(t, c, "setrange")+commandCalls(t, c, "pexpire"), "%v: denials and peeks write nothing", tc.rule)
@@ -206,11 +214,21 @@ func TestRuleLayout(t *testing.T) {
 	require.True(t, fx.DecideAt(ctx, "k", 2, true, now).Allowed)
 	// Windows since the boundary at or before the Unix epoch, −750ms.
 	assert.Equal(t, []uint64{uint64((now + 750_000) / 1_000_000), 2}, words(fx.Key("k")))
+
+	// The anchor in µs and the ns beyond them, a multiple of g = 32ns for
+	// 100 per window (1,800,000,000,123,457,000 ns is 8 ns past one: ⌈⌉
+	// adds 24 ns), then the count.
+	an, err := redisgcra.NewRule(c, atomiclimit.AnchoredWindow(100, time.Minute), redisgcra.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+	require.True(t, an.DecideAt(ctx, "k", 3, true, now+1).Allowed)
+	assert.Equal(t, []uint64{uint64(now + 1), 24, 3}, words(an.Key("k")))
+	assert.Zero(t, ((now+1)*1000+24)%32)
 }
 
 // TestRuleCorruptRepaired: a key that holds something else than the
-// rule's words (another length, a word of 2^53 or more, another type, or a
-// state idle later than any the rule writes, with no expiry) is repaired
+// rule's words (another length, a word of 2^53 or more, another type, a
+// state idle later than any the rule writes, with no expiry, or idle far
+// later, a year, with an expiry) is repaired
 // in the call that finds it, as main's GCRA repairs its TAT: every band's
 // strictest state at now, expiring as every state does, and the call is
 // decided on it (denied, Source redis, FailOpen or not) and reports
@@ -241,6 +259,15 @@ func TestRuleCorruptRepaired(t *testing.T) {
 			}
 			return c.Persist(ctx, rk).Err()
 		}},
+		// Expiring, but a year from now: before, a state that locked the
+		// key out for that year.
+		{"a year ahead, expiring in a year", func(l *redisgcra.Limiter, rk string) error {
+			const year = 365 * 24 * time.Hour
+			if r := l.DecideAt(ctx, "k", 1, true, now+year.Microseconds()); !r.Allowed {
+				return fmt.Errorf("not admitted: %v", r.Err)
+			}
+			return c.Expire(ctx, rk, year).Err()
+		}},
 	}
 	for _, tc := range []struct {
 		rule    atomiclimit.Rule
@@ -250,7 +277,9 @@ func TestRuleCorruptRepaired(t *testing.T) {
 		{atomiclimit.SlidingCounter(3, time.Minute), 2 * time.Minute},
 		{atomiclimit.SlidingLog(3, time.Minute), time.Minute},
 		{atomiclimit.Rolling(3, time.Hour, time.Minute, 2), time.Hour},
+		{atomiclimit.AnchoredWindow(3, time.Minute), time.Minute},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.SlidingCounter(5, time.Minute), atomiclimit.SlidingLog(4, time.Minute)), 2 * time.Minute},
+		{atomiclimit.Bands(atomiclimit.AnchoredWindow(3, time.Minute), atomiclimit.SlidingLog(4, time.Minute)), time.Minute},
 	} {
 		for _, bad := range corruptions {
 			for _, outage := range []redisgcra.Outage{redisgcra.FailClosed, redisgcra.FailOpen} {
@@ -294,7 +323,7 @@ func TestRuleCorruptRepaired(t *testing.T) {
 // TestRuleCorruptThreshold: a state without an expiry is corrupt only if
 // it is idle later than any the rule writes: one the rule wrote at now
 // (its farthest) is not, whatever the kind; a log's state idle 1µs later
-// than that is.
+// than that is. With an expiry, twice that.
 func TestRuleCorruptThreshold(t *testing.T) {
 	c := sharedServer(t).client(t)
 	ctx := context.Background()
@@ -304,6 +333,7 @@ func TestRuleCorruptThreshold(t *testing.T) {
 		atomiclimit.SlidingCounter(3, time.Minute),
 		atomiclimit.SlidingLog(3, time.Minute),
 		atomiclimit.Rolling(3, time.Hour, time.Minute, 2),
+		atomiclimit.AnchoredWindow(100, time.Minute),
 		atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.SlidingLog(4, time.Minute)),
 	} {
 		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
@@ -319,6 +349,31 @@ func TestRuleCorruptThreshold(t *testing.T) {
 	require.True(t, l.DecideAt(ctx, "k", 1, true, now+1).Allowed)
 	require.NoError(t, c.Persist(ctx, l.Key("k")).Err())
 	assert.ErrorIs(t, l.DecideAt(ctx, "k", 1, true, now).Err, redisgcra.ErrCorrupt)
+
+	// With an expiry, a state may be idle up to twice the longest a state of
+	// the rule waits (TIME stepping back), and not 1µs more: for the log,
+	// a minute; for a GCRA band, B·T (its fixed window, an hour, is far
+	// from that bound).
+	for _, tc := range []struct {
+		rule atomiclimit.Rule
+		at   int64 // the admission whose state is idle exactly at the bound
+	}{
+		{atomiclimit.SlidingLog(3, time.Minute), time.Minute.Microseconds()},
+		{atomiclimit.AnchoredWindow(3, time.Minute), time.Minute.Microseconds()},
+		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Minute), 2), atomiclimit.FixedWindowUTC(100, time.Hour, 0)), 3 * time.Minute.Microseconds()},
+	} {
+		for _, past := range []int64{0, 1} {
+			l, err := redisgcra.NewRule(c, tc.rule, redisgcra.WithKeyPrefix(uniq(t)))
+			require.NoError(t, err)
+			require.True(t, l.DecideAt(ctx, "k", 1, true, now+tc.at+past).Allowed)
+			r := l.DecideAt(ctx, "k", 0, false, now)
+			if past == 0 {
+				assert.NoError(t, r.Err, "%v", tc.rule)
+			} else {
+				assert.ErrorIs(t, r.Err, redisgcra.ErrCorrupt, "%v: 1µs past the bound", tc.rule)
+			}
+		}
+	}
 }
 
 // stateWords is the number of words of l's state, as its first admission
@@ -404,7 +459,7 @@ func TestRuleNoScript(t *testing.T) {
 func TestRuleTakeRefund(t *testing.T) {
 	c := sharedServer(t).client(t)
 	ctx := context.Background()
-	for _, rule := range []atomiclimit.Rule{atomiclimit.FixedWindowUTC(3, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour), atomiclimit.Rolling(3, 24*time.Hour, time.Hour, 0)} {
+	for _, rule := range []atomiclimit.Rule{atomiclimit.FixedWindowUTC(3, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour), atomiclimit.Rolling(3, 24*time.Hour, time.Hour, 0), atomiclimit.AnchoredWindow(3, time.Hour)} {
 		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
 		require.NoError(t, err)
 		d, rc, err := l.Take(ctx, "k", 3)
@@ -414,7 +469,7 @@ func TestRuleTakeRefund(t *testing.T) {
 		ok, err := l.Refund(ctx, "k", 3, rc)
 		require.NoError(t, err)
 		assert.True(t, ok, "%v", rule)
-		assert.Equal(t, 3, l.Peek(ctx, "k", 0).Remaining, "%v: all given back", rule)
+		assert.Equal(t, 3, l.PeekResult(ctx, "k", 0).Remaining, "%v: all given back", rule)
 		ok, err = l.Refund(ctx, "k", 3, rc)
 		require.NoError(t, err)
 		assert.False(t, ok, "%v: not twice: the count has nothing of it left", rule)
@@ -435,6 +490,44 @@ func TestRuleTakeRefund(t *testing.T) {
 	}
 }
 
+// TestRuleAnchoredRefund: the anchored window's first admission, given
+// back with others after it, moves the window to the give-back's time; the
+// key's expiry moves with the window's end, and a later admission of the
+// same window still finds its window. A malformed anchor is a corrupt
+// state.
+func TestRuleAnchoredRefund(t *testing.T) {
+	c := sharedServer(t).client(t)
+	ctx := context.Background()
+	now := serverNow(t, c)
+	l, err := redisgcra.NewRule(c, atomiclimit.AnchoredWindow(3, time.Hour), redisgcra.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+	const minute = int64(time.Minute / time.Microsecond)
+	_, first := l.TakeAt(ctx, "k", 1, now)
+	_, second := l.TakeAt(ctx, "k", 1, now+minute)
+	ok, err := l.RefundAt(ctx, "k", 1, first, now+10*minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	// The window is [now + 10 min, now + 70 min): its end, 60 min on.
+	pttl, err := c.PTTL(ctx, l.Key("k")).Result()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, pttl, time.Hour+time.Millisecond)
+	assert.Greater(t, pttl, time.Hour-time.Minute)
+	d := l.DecideAt(ctx, "k", 0, false, now+10*minute)
+	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 2, ResetAfter: time.Hour}, d.Decision)
+	ok, err = l.RefundAt(ctx, "k", 1, second, now+20*minute)
+	require.NoError(t, err)
+	assert.True(t, ok, "the second still finds its (moved) window")
+	assert.Equal(t, 3, l.DecideAt(ctx, "k", 0, false, now+20*minute).Remaining)
+
+	// An anchor with 1000 ns or more beyond its µs is no state.
+	require.NoError(t, c.Set(ctx, l.Key("bad"), string(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(
+		binary.BigEndian.AppendUint64(nil, uint64(now)), 1000), 1)), time.Hour).Err())
+	r := l.DecideAt(ctx, "bad", 1, true, now)
+	assert.ErrorIs(t, r.Err, redisgcra.ErrCorrupt)
+	assert.Contains(t, r.Err.Error(), "1000 ns or more")
+	assert.False(t, r.Allowed)
+}
+
 // TestRuleConcurrent: many goroutines on several clients take from one key
 // under a log and under bands; each rule admits exactly its quota within a
 // window longer than the run, never more: the check and the writes of every
@@ -448,6 +541,7 @@ func TestRuleConcurrent(t *testing.T) {
 		{atomiclimit.SlidingLog(50, time.Hour), 50},
 		{atomiclimit.SlidingCounter(40, time.Hour), 40},
 		{atomiclimit.Rolling(45, 24*time.Hour, time.Hour, 0), 45},
+		{atomiclimit.AnchoredWindow(42, time.Hour), 42},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(time.Hour), 30), atomiclimit.SlidingCounter(40, time.Hour), atomiclimit.SlidingLog(35, time.Hour)), 30},
 	} {
 		prefix := uniq(t)
@@ -488,7 +582,9 @@ func TestRuleReset(t *testing.T) {
 	for _, rule := range []atomiclimit.Rule{
 		atomiclimit.SlidingLog(2, time.Hour),
 		atomiclimit.Rolling(2, 24*time.Hour, time.Hour, 0),
+		atomiclimit.AnchoredWindow(2, time.Hour),
 		atomiclimit.Bands(atomiclimit.FixedWindowUTC(2, time.Hour, 0), atomiclimit.SlidingCounter(3, time.Hour), atomiclimit.SlidingLog(5, time.Hour)),
+		atomiclimit.Bands(atomiclimit.AnchoredWindow(2, time.Hour), atomiclimit.SlidingLog(5, time.Hour)),
 	} {
 		l, err := redisgcra.NewRule(c, rule, redisgcra.WithKeyPrefix(uniq(t)))
 		require.NoError(t, err)
@@ -499,7 +595,7 @@ func TestRuleReset(t *testing.T) {
 		n, err := c.Exists(ctx, l.Key("k")).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "%v", rule)
-		assert.Equal(t, l.Peek(ctx, "absent", 0).Decision, l.Peek(ctx, "k", 0).Decision, "%v", rule)
+		assert.Equal(t, l.PeekResult(ctx, "absent", 0).Decision, l.PeekResult(ctx, "k", 0).Decision, "%v", rule)
 		assert.True(t, l.Allow(ctx, "k"), "%v", rule)
 	}
 }

@@ -243,6 +243,41 @@ func ruleVectors() []rvector {
 			take(333334, 1, nil),
 		},
 	}, {
+		// 3 per window of a second from the first admission; anchors to
+		// the ns (g = 1ns for N ≤ 3).
+		name: "anchored", rule: atomiclimit.AnchoredWindow(3, time.Second),
+		steps: []rstep{
+			take(ms(100), 1, want(true, 2, 0, D(1000), 0)), // opens [100ms, 1.1s)
+			take(ms(200), 2, want(true, 0, 0, D(900), D(900))),
+			take(ms(300), 1, want(false, 0, D(800), D(800), D(800))),
+			// The window's first admission, given back with two after it:
+			// the window now opens at the give-back's time, [400ms, 1.4s).
+			refund(ms(400), 0, 1, true),
+			check(ms(1200), 1, want(true, 0, 0, D(200), D(200))),
+			take(ms(1200), 1, want(true, 0, 0, D(200), D(200))),
+			take(ms(1400), 3, want(true, 0, 0, D(1000), D(1000))), // a new window
+			refund(ms(1500), 5, 1, false),                         // its window has passed
+			refund(ms(1500), 6, 3, true),                          // alone in its window: it closes
+			// A stale now opens no window before the closed one's anchor.
+			take(ms(1300), 1, want(true, 2, 0, D(1100), 0)),
+			take(ms(2400), 1, want(true, 2, 0, D(1000), 0)),
+			take(ms(2400), 4, want(false, 2, never, D(1000), 0)),
+			take(ms(2400), 0, want(true, 2, 0, D(1000), 0)),
+			take(ms(2500), 1, want(true, 1, 0, D(900), 0)),
+			refund(ms(3400), 10, 1, false), // the first of two, after its window's end
+		},
+	}, {
+		// 100 per window: anchors in units of 32ns, rounded up, so windows
+		// end between microseconds (the first at 1s + 1024ns).
+		name: "anchored-rounded", rule: atomiclimit.AnchoredWindow(100, time.Second),
+		steps: []rstep{
+			take(1, 100, want(true, 0, 0, time.Second+24, time.Second+24)),
+			take(ms(1000), 1, want(false, 0, 1024, 1024, 1024)),
+			take(ms(1000)+1, 1, want(false, 0, 24, 24, 24)),
+			take(ms(1000)+2, 1, want(true, 99, 0, time.Second+16, 0)),
+			refund(ms(1500), 3, 1, true),
+		},
+	}, {
 		// A DenyAll band denies every request and stores nothing.
 		name: "bands-denyall",
 		rule: atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.DenyAll, 0), atomiclimit.SlidingLog(2, time.Second)),
@@ -257,8 +292,9 @@ func ruleVectors() []rvector {
 func ptr[T any](v T) *T { return &v }
 
 // randomRuleVectors draws timelines over every branch of each rule: runs
-// within a window, jumps over several, backward and stale times, n out of
-// range, peeks, refunds of earlier receipts (and of denials').
+// within a window, jumps over several, backward and stale times (at most
+// half the shortest window behind the latest), n out of range, peeks,
+// refunds of earlier receipts (and of denials').
 func randomRuleVectors(seed uint64) []rvector {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	type kind struct {
@@ -283,11 +319,16 @@ func randomRuleVectors(seed uint64) []rvector {
 		{atomiclimit.Rolling(3, 300*time.Millisecond, 300*time.Millisecond, 0), ms(300), 3},
 		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(50*time.Millisecond), 2), atomiclimit.Rolling(6, 600*time.Millisecond, 200*time.Millisecond, 0)), ms(200), 2},
 		{atomiclimit.Bands(atomiclimit.Rolling(8, time.Second, 250*time.Millisecond, 3), atomiclimit.SlidingLog(5, 500*time.Millisecond)), ms(250), 1},
+		{atomiclimit.AnchoredWindow(3, 100*time.Millisecond), ms(100), 3},
+		{atomiclimit.AnchoredWindow(50, 300*time.Millisecond+3*time.Microsecond), ms(300), 50},
+		{atomiclimit.AnchoredWindow(40000, 2*time.Second), ms(2000), 40000},
+		{atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.Every(50*time.Millisecond), 2), atomiclimit.AnchoredWindow(5, 400*time.Millisecond)), ms(200), 2},
+		{atomiclimit.Bands(atomiclimit.AnchoredWindow(4, 200*time.Millisecond), atomiclimit.SlidingLog(6, 300*time.Millisecond)), ms(200), 1},
 	}
 	var vs []rvector
 	for i, k := range kinds {
 		steps := make([]rstep, 80)
-		at := int64(0)
+		at, latest := int64(0), int64(0)
 		for j := range steps {
 			switch r := rng.IntN(20); {
 			case r < 12:
@@ -303,6 +344,12 @@ func randomRuleVectors(seed uint64) []rvector {
 			default:
 				at = max(0, at-rng.Int64N(k.scale/2)) // backward
 			}
+			// Never more than half the shortest window behind the latest
+			// step: a state seen from further back would be idle more than
+			// twice the longest a state of the rule waits, which the script
+			// takes for a corrupt one (TestRuleCorruptThreshold).
+			at = max(at, latest-k.scale/2)
+			latest = max(latest, at)
 			n := 1 + rng.IntN(k.maxN)
 			if rng.IntN(10) == 0 {
 				n = k.maxN + 1 - rng.IntN(k.maxN+3) // sometimes < 1 or > maxN
@@ -349,7 +396,7 @@ func TestVectorsRulesInProcess(t *testing.T) {
 			case opTake:
 				d, receipts[i], _ = k.Take(ctx, "k", s.n)
 			case opCheck:
-				d, _ = k.Check(ctx, "k", s.n)
+				d, _ = k.Peek(ctx, "k", s.n)
 			case opRefund:
 				d.Allowed, _ = k.Refund(ctx, "k", s.n, receipts[s.ref])
 			}
@@ -414,7 +461,7 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 			got = r.Decision
 			require.Equal(t, refReceipts[i] != (atomiclimit.Receipt{}), receipts[i] != (atomiclimit.Receipt{}), "%s: receipt %d, in process %d", where, receipts[i], refReceipts[i])
 		case opCheck:
-			want, _ = k.Check(ctx, key, s.n)
+			want, _ = k.Peek(ctx, key, s.n)
 			r := l.DecideAt(ctx, key, s.n, false, now)
 			require.Equal(t, redisgcra.SourceRedis, r.Source, "%s: %v", where, r.Err)
 			got = r.Decision
@@ -434,13 +481,13 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 			clk.t = time.UnixMicro(now).Add(got.ResetAfter)
 			fresh := fmt.Sprint("fresh", i)
 			for _, n := range []int{0, 1, l.Quota("k").Limit} {
-				a, _ := k.Check(ctx, key, n)
-				b, _ := k.Check(ctx, fresh, n)
+				a, _ := k.Peek(ctx, key, n)
+				b, _ := k.Peek(ctx, fresh, n)
 				require.Equal(t, b, a, "%s: not idle after ResetAfter (n %d)", where, n)
 			}
 			clk.t = clk.t.Add(-time.Microsecond)
-			a, _ := k.Check(ctx, key, 0)
-			b, _ := k.Check(ctx, fresh, 0)
+			a, _ := k.Peek(ctx, key, 0)
+			b, _ := k.Peek(ctx, fresh, 0)
 			require.NotEqual(t, b, a, "%s: idle before ResetAfter", where)
 		}
 	}

@@ -116,7 +116,9 @@ func handVectors() []vector {
 // randomVectors draws sequences over every branch: full, partly drained,
 // empty, backward time, invalid n, peeks. Intervals are at least 50ms so
 // that a key's real-time expiry (its TTL is at least its debt) cannot fall
-// inside the test's run of a vector.
+// inside the test's run of a vector. Time steps back at most B·T behind the
+// latest step: further back, the stored TAT would be more than 2·B·T ahead,
+// which the script takes for a corrupt value (TestCorruptStateRepaired).
 func randomVectors(seed uint64) []vector {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var vs []vector
@@ -124,7 +126,7 @@ func randomVectors(seed uint64) []vector {
 		interval := time.Duration(50_000+rng.IntN(200_000))*time.Microsecond + time.Duration(rng.IntN(1000)) // not always whole µs
 		burst := 1 + rng.IntN(6)
 		steps := make([]vstep, 60)
-		at := int64(0)
+		at, latest := int64(0), int64(0)
 		for i := range steps {
 			switch r := rng.IntN(10); {
 			case r < 6:
@@ -132,8 +134,10 @@ func randomVectors(seed uint64) []vector {
 			case r < 8:
 				at += rng.Int64N(3 * int64(interval) / us)
 			default:
-				at = max(0, at-rng.Int64N(int64(interval)/us)) // backward
+				// backward, at most B·T behind the latest step
+				at = max(0, at-rng.Int64N(int64(interval)/us), latest-int64(burst)*int64(interval)/us)
 			}
+			latest = max(latest, at)
 			n := 1 + rng.IntN(burst)
 			if rng.IntN(12) == 0 {
 				n = burst + 1 - rng.IntN(burst+3) // sometimes < 1 or > B

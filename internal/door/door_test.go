@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 )
 
 type clock struct{ t time.Time }
