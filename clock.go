@@ -53,10 +53,12 @@ func WithClock(c Clock) Option {
 // decided on the cached time, so it is the decision the exact limiter
 // would make δ earlier; for any traffic the bound B + d/T holds on the
 // readings, so over a real-time span of length d at most B + (d + δ)/T are
-// admitted. A denial reads the monotonic clock once, raises the cached time
-// to it (for every coarse limiter), and decides again: a lagging ticker
-// costs denials that clock read, and costs no admissions. A client that
-// asks until it is denied is never behind what the exact clock admits.
+// admitted. Every denial reads the monotonic clock once (what every
+// decision costs on the default clock), decides again at that time, and,
+// if the cached time lags by more than a tick, raises it (for every coarse
+// limiter): a stalled ticker costs no admissions, and a client that asks
+// until it is denied is never behind what the exact clock admits. A flood
+// of denials costs what it costs on the default clock.
 // Reserve and Wait read the precise clock (a wait computed from a lagging
 // time would be waited out for nothing).
 //

@@ -67,8 +67,8 @@ func (s *Source) precise() int64 {
 
 // Refresh is for a decision at now, read from s, that was denied: for a
 // coarse Source it reads the monotonic clock, raises the shared coarse
-// reading to it, and returns it with true if it is later than now (the
-// caller then decides again). The coarse reading lags whenever the ticker
+// reading to it if that lags by more than a tick, and returns it with true
+// if it is later than now (the caller then decides again). The coarse reading lags whenever the ticker
 // goroutine waits for a P (up to tens of milliseconds when every P runs
 // work that does not yield); a denial is where a lag costs admissions, so
 // a denial pays one precise clock read to end it, and an admission pays
@@ -83,7 +83,12 @@ func (s *Source) Refresh(now int64) (int64, bool) {
 	} else {
 		t = int64(time.Since(s.epoch))
 	}
-	raise(s.coarse, t)
+	// Raise the shared reading only when it lags by more than a tick (the
+	// ticker is stalled): a flood of denials on a ticker that runs on time
+	// then writes nothing that every core's reads would have to fetch.
+	if t-s.coarse.Load() > int64(CoarseTick) {
+		raise(s.coarse, t)
+	}
 	return t, t > now
 }
 
