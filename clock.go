@@ -1,14 +1,18 @@
 package atomiclimit
 
 import (
+	"time"
+
 	"github.com/atomiclimit/atomiclimit/internal/keyed"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
-// A Clock tells the time; WithClock makes a Limiter read it. Implementations
+// A Clock tells the time; WithClock makes a limiter read it. Implementations
 // must be safe for concurrent use. time.Now is the default's wall-clock
 // equivalent, but the default reads only the monotonic clock.
-type Clock = timebase.Clock
+type Clock interface {
+	Now() time.Time
+}
 
 // CoarseTick is the period of the process-wide coarse clock that
 // WithCoarseClock selects.
@@ -27,7 +31,7 @@ type config struct {
 	// Keyed only.
 	keyedOnly string       // the name of the first keyed-only option given
 	keyed     keyed.Config // key bound, sweeper, shards, the hook's evictions
-	hook      Hook
+	hook      *Hook
 }
 
 type optionFunc func(*config)

@@ -12,7 +12,6 @@ import (
 )
 
 type countingHook struct {
-	atomiclimit.NopHook
 	allowed, denied, evicted, overloaded atomic.Int64
 	lastRetry                            atomic.Int64
 }
@@ -49,7 +48,7 @@ func TestKeyedHook(t *testing.T) {
 	clk := newFakeClock()
 	h := &countingHook{}
 	k := newKeyed[string](t, gcra.Every(time.Second), 2, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0),
-		atomiclimit.WithHook("api", h))
+		atomiclimit.WithHook("api", h.hook()))
 	now := clk.Now()
 	require.True(t, k.AllowN("a", now, 2))
 	require.False(t, k.Allow("a"))
@@ -72,6 +71,11 @@ func TestKeyedHook(t *testing.T) {
 			decide(k, key, 1)
 		}
 	}))
-	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithHook("api", h))
+	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithHook("api", h.hook()))
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
+}
+
+// hook returns h as a Hook.
+func (h *countingHook) hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted}
 }

@@ -65,7 +65,7 @@ type Keyed[K comparable] struct {
 	def   *Tier // the default tier: SetRule changes it
 	fast  bool  // the rule is one GCRA band: the inlined path
 
-	hook     Hook // nil: none (WithHook)
+	hook     *Hook // nil: none (WithHook)
 	hookName string
 
 	tierFunc  atomic.Pointer[func(K) *Tier] // chooses a new key's tier; nil: def
@@ -184,31 +184,33 @@ func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
 // read back with a peek.
 func (k *Keyed[K]) report(key K, now int64, n int, ok bool) {
 	if ok {
-		k.hook.Allowed(k.hookName, n)
+		k.reportDecision(n, gcra.Decision{Allowed: true}, false)
 		return
 	}
 	d := k.peek(key, now, n)
-	if d.Allowed {
-		// Denied, yet a state would admit it: a new key that the full
-		// limiter refused.
-		k.hook.Overloaded(k.hookName, n)
-		return
-	}
-	k.hook.Denied(k.hookName, n, d.RetryAfter)
+	// Denied, yet a state would admit it: a new key that the full limiter
+	// refused.
+	k.reportDecision(n, gcra.Decision{RetryAfter: d.RetryAfter}, d.Allowed)
 }
 
 // reportDecision passes a decision to the hook; full says it is a refusal
 // of a new key by a full limiter.
-func (k *Keyed[K]) reportDecision(n int, d gcra.Decision, full bool) gcra.Decision {
+func (k *Keyed[K]) reportDecision(n int, d gcra.Decision, full bool) {
+	h := k.hook
 	switch {
 	case d.Allowed:
-		k.hook.Allowed(k.hookName, n)
+		if h.Allowed != nil {
+			h.Allowed(k.hookName, n)
+		}
 	case full:
-		k.hook.Overloaded(k.hookName, n)
+		if h.Overloaded != nil {
+			h.Overloaded(k.hookName, n)
+		}
 	default:
-		k.hook.Denied(k.hookName, n, d.RetryAfter)
+		if h.Denied != nil {
+			h.Denied(k.hookName, n, d.RetryAfter)
+		}
 	}
-	return d
 }
 
 func (k *Keyed[K]) allow(key K, now int64, n int) bool {
@@ -478,10 +480,16 @@ func (k *Keyed[K]) SweepAt(now time.Time) int { return k.st.Sweep(k.src.At(now))
 func (k *Keyed[K]) Close() { k.st.Close() }
 
 // Stats counts what a Keyed limiter has done since it was created.
-type Stats = keyed.Stats
+type Stats struct {
+	Keys          int    // keys held now
+	Created       uint64 // states created for new keys
+	Evicted       uint64 // idle keys removed (sweeps, and room made when full)
+	EvictedActive uint64 // keys removed before they were idle (EvictStalest)
+	Rejected      uint64 // requests for new keys refused because the limiter was full
+}
 
 // Stats returns the limiter's counters.
-func (k *Keyed[K]) Stats() Stats { return k.st.Stats() }
+func (k *Keyed[K]) Stats() Stats { return Stats(k.st.Stats()) }
 
 // cells tells the key store how to evict cells, and holds the floors new
 // states start from. It holds no reference to the Keyed limiter.

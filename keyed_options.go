@@ -8,20 +8,20 @@ import (
 
 // A FullPolicy says what a Keyed limiter with a key bound does with a request
 // for a new key when it holds the bound and no key is idle.
-type FullPolicy = keyed.FullPolicy
+type FullPolicy uint8
 
 const (
 	// RejectNew denies requests for new keys until a key becomes idle and is
 	// removed. Keys already present are unaffected: no key ever loses its
 	// state, so no key is ever admitted beyond its limit.
-	RejectNew = keyed.RejectNew
+	RejectNew FullPolicy = FullPolicy(keyed.RejectNew)
 	// EvictStalest removes the keys closest to idle (smallest TAT), a batch of
 	// 1/16 of one shard at a time, to make room. An evicted key that was not
 	// idle loses its debt: its next request finds a full bucket, so it may be
 	// admitted up to B more than its limit allows. Choose it when forgetting
 	// a key is better than refusing a new one (Stats counts such evictions in
 	// EvictedActive).
-	EvictStalest = keyed.EvictStalest
+	EvictStalest FullPolicy = FullPolicy(keyed.EvictStalest)
 )
 
 // DefaultSweepInterval is how long the background sweeper of a Keyed limiter
@@ -42,7 +42,7 @@ const DefaultSweepInterval = keyed.DefaultSweepInterval
 // the bound, rounded up to a power of two per shard.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
-		cfg.keyed.MaxKeys, cfg.keyed.Full = n, policy
+		cfg.keyed.MaxKeys, cfg.keyed.Full = n, keyed.FullPolicy(policy)
 		cfg.keyedOnlyOption("WithMaxKeys")
 	})
 }

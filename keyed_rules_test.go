@@ -36,7 +36,7 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 			clk := newFakeClock()
 			hook := &countingHook{}
 			k, err := atomiclimit.NewKeyedRule[string](c.def, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0),
-				atomiclimit.WithHook("api", hook), atomiclimit.WithMaxKeys(3, atomiclimit.RejectNew))
+				atomiclimit.WithHook("api", hook.hook()), atomiclimit.WithMaxKeys(3, atomiclimit.RejectNew))
 			require.NoError(t, err)
 			strict, err := k.NewTier(c.strict)
 			require.NoError(t, err)
@@ -184,7 +184,7 @@ func TestKeyedHookRefusedNewKey(t *testing.T) {
 	clk := newFakeClock()
 	hook := &countingHook{}
 	k, err := atomiclimit.NewKeyedRule[string](atomiclimit.FixedWindow(2, 5*time.Second), atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0),
-		atomiclimit.WithHook("api", hook), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
+		atomiclimit.WithHook("api", hook.hook()), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
 	require.NoError(t, err)
 	require.True(t, k.Allow("a"))
 	clk.Advance(time.Second)

@@ -225,7 +225,7 @@ func TestKeyedMaxKeysEvictStalest(t *testing.T) {
 // books balance: created − evicted − evicted active = held.
 func TestKeyedMaxKeysConcurrent(t *testing.T) {
 	for _, policy := range []atomiclimit.FullPolicy{atomiclimit.RejectNew, atomiclimit.EvictStalest} {
-		t.Run("policy="+policy.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("policy=%d", policy), func(t *testing.T) {
 			const bound = 64
 			k := newKeyed[int](t, gcra.Every(time.Millisecond), 3, atomiclimit.WithMaxKeys(bound, policy), atomiclimit.WithSweepInterval(0))
 			hammer(func(g int) int64 {

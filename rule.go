@@ -3,6 +3,7 @@ package atomiclimit
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
@@ -21,8 +22,33 @@ type Rule struct{ s algo.Spec }
 // "10000/d rolling by 1h and 60/min sliding log".
 func (r Rule) String() string { return r.s.String() }
 
-// A Quota describes one limit (see algo.Quota).
-type Quota = algo.Quota
+// A Quota describes one limit as the IETF RateLimit fields and a log line
+// need it: its kind, the most it admits in one window, and the window.
+type Quota struct {
+	// Kind names the algorithm: "gcra", "fixed", "anchored", "counter",
+	// "log", "rolling" or "bands".
+	Kind string
+	// Limit is the quota: the most a full state admits at once (GCRA's
+	// burst), or per window (the windows' N, the rolling window's Q).
+	// math.MaxInt for Unlimited, 0 for DenyAll.
+	Limit int
+	// Window is the time the quota refers to: the window's length, or for
+	// GCRA burst × interval (the time a drained bucket takes to refill).
+	Window time.Duration
+	// IdleAfter is the longest a state takes to become idle after its last
+	// admission: B·T for GCRA, one window (two for the sliding counter),
+	// the longest band's for bands.
+	IdleAfter time.Duration
+	// String describes the limit as the user wrote it, e.g. "100/s, burst
+	// 10".
+	String string
+}
+
+// Refunds reports whether a limiter of this kind can give an admission
+// back: whether its Take returns receipts. Every kind can but the sliding
+// log (its ring only moves forward) and bands (a receipt would need a word
+// per band).
+func (q Quota) Refunds() bool { return q.Kind != "log" && q.Kind != "bands" }
 
 // rule is a Rule built for one limiter's clock: its bands and, for a rule
 // of one GCRA band, that band's parameters inline, for the fast path.
@@ -203,10 +229,10 @@ func (r *rule) quota() Quota { return r.q }
 // become idle of them all (a key is idle only once every band is), and the
 // rule as the user wrote it.
 func (r *rule) describe() Quota {
-	q := r.set.Band(0).Quota()
+	q := Quota(r.set.Band(0).Quota())
 	idle := q.IdleAfter
 	for i := 1; i < r.set.Len(); i++ {
-		b := r.set.Band(i).Quota()
+		b := Quota(r.set.Band(i).Quota())
 		idle = max(idle, b.IdleAfter)
 		// b tighter than q ⇔ b.Limit/b.Window < q.Limit/q.Window.
 		if float64(b.Limit)*float64(q.Window) < float64(q.Limit)*float64(b.Window) {

@@ -47,7 +47,7 @@ func TestAllowPathAllocs(t *testing.T) {
 	}
 	pol := func() []Policy[netip.Prefix] { return []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](t)}} }
 	run("key=peer", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol()}).Unary(), 0)
-	run("key=peer/hook", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Hook: atomiclimit.NopHook{}}).Unary(), 0)
+	run("key=peer/hook", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Hook: &atomiclimit.Hook{}}).Unary(), 0)
 	run("key=peer/policies=2", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{
 		{Name: "a", Limiter: allowAll[netip.Prefix](t)}, {Name: "b", Limiter: allowAll[netip.Prefix](t)}}}).Unary(), 0)
 	run("key=peer/metadata=none", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Metadata: MetadataNone}).Unary(), 0)

@@ -67,10 +67,10 @@ func BenchmarkUnary(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		md   MetadataSet
-		hook atomiclimit.Hook
+		hook *atomiclimit.Hook
 	}{
 		{"metadata=none", MetadataNone, nil},
-		{"metadata=none/hook=on", MetadataNone, atomiclimit.NopHook{}},
+		{"metadata=none/hook=on", MetadataNone, &atomiclimit.Hook{}},
 		{"metadata=default", DefaultMetadata, nil},
 		{"metadata=onallow", MetadataOnAllow, nil},
 	} {

@@ -198,3 +198,8 @@ func (h *countingHook) Error(p string, err error) {
 	h.errs = append(h.errs, err)
 	h.mu.Unlock()
 }
+
+// hook returns h as a Hook.
+func (h *countingHook) hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted, Error: h.Error}
+}

@@ -25,7 +25,7 @@ func TestFullKeyTableIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newCountingHook()
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Hook: h, Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Hook: h.hook(), Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
 	if err := unary(m, callCtxOnly("192.0.2.1:1"), echo.Say); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ type PacerConfig[K comparable] struct {
 	Retries int
 	// Hook receives the pacer's events: Allowed when a call goes out, Denied
 	// for each policy that made it wait, with the wait (nil: none).
-	Hook atomiclimit.Hook
+	Hook *atomiclimit.Hook
 }
 
 // A Pacer limits the calls a client makes, for clients that limit
@@ -50,7 +50,7 @@ type Pacer[K comparable] struct {
 	s       *stack[K] // nil without Policies
 	costs   map[string]int
 	retries int
-	hook    atomiclimit.Hook
+	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
 	errs    door.ErrorSink
 }
 
@@ -65,9 +65,9 @@ func NewPacer[K comparable](c PacerConfig[K]) (*Pacer[K], error) {
 	if len(c.Policies) > 0 && c.Key == nil {
 		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
 	}
-	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries, hook: c.Hook}
+	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries, hook: door.FillHook(c.Hook)}
 	if p.hook != nil {
-		p.errs = p.hook
+		p.errs = p.hook.Error
 	}
 	for name, cost := range c.Costs {
 		if cost < 0 {

@@ -30,7 +30,7 @@ func TestPacerPaces(t *testing.T) {
 	}
 	lim := newRecording(k)
 	h := newCountingHook()
-	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "self", Limiter: lim}}, Hook: h})
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "self", Limiter: lim}}, Hook: h.hook()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ type Config[K comparable] struct {
 	// RejectOnError).
 	OnError ErrorHandler
 	// Hook receives the interceptors' events (nil: none, at no cost).
-	Hook atomiclimit.Hook
+	Hook *atomiclimit.Hook
 }
 
 // An ErrorHandler handles a call the interceptor could not key. It returns
@@ -136,8 +136,8 @@ type Interceptor[K comparable] struct {
 	exclude  func(context.Context, string) bool
 	md       MetadataSet
 	onError  ErrorHandler
-	hook     atomiclimit.Hook
-	errs     door.ErrorSink // hook, or nil: what the limiters' errors go to
+	hook     *atomiclimit.Hook // filled (door.FillHook), or nil
+	errs     door.ErrorSink    // hook, or nil: what the limiters' errors go to
 	evictMu  sync.Mutex
 	policies []*policy[K] // every policy once (for ReportEvictions)
 }
@@ -160,7 +160,7 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	if len(c.Policies) == 0 && len(c.Methods) == 0 && len(c.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no policy (Policies, Methods and Messages are empty)", ErrConfig)
 	}
-	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError, hook: c.Hook}
+	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError, hook: door.FillHook(c.Hook)}
 	if m.md&^MetadataOnAllow == 0 {
 		m.md |= DefaultMetadata
 	}
@@ -168,7 +168,7 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 		m.onError = RejectOnError
 	}
 	if m.hook != nil {
-		m.errs = m.hook
+		m.errs = m.hook.Error
 	}
 	base, err := m.newPolicies("Policies", c.Policies)
 	if err != nil {

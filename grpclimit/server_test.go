@@ -176,7 +176,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 	m := mustNew(t, Config[string]{
 		Key:      FullMethod,
 		Policies: []Policy[string]{{Name: "wide", Limiter: wide}, {Name: "narrow", Limiter: narrow}},
-		Hook:     h,
+		Hook:     h.hook(),
 	})
 	for i := range 5 {
 		ctx, hs := callCtx("192.0.2.1:1")
@@ -239,7 +239,7 @@ func TestOutage(t *testing.T) {
 			Key:      FullMethod,
 			Policies: []Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}},
 			Metadata: MetadataOnAllow,
-			Hook:     h,
+			Hook:     h.hook(),
 		})
 		ctx, hs := callCtx("192.0.2.1:1")
 		err := unary(m, ctx, echo.Say)
@@ -276,7 +276,7 @@ func TestOutage(t *testing.T) {
 	first := newKeyed[string](t, nil, gcra.Every(time.Second), 5)
 	fl := &failingLimiter{KeyedLimiter: first, err: errStoreDown}
 	h := newCountingHook()
-	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}}, Hook: h})
+	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}}, Hook: h.hook()})
 	ctx, _ := callCtx("192.0.2.1:1")
 	ctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -324,7 +324,7 @@ func TestExcludeAndOnError(t *testing.T) {
 		Key:      APIKey("x-api-key", nil),
 		Policies: []Policy[string]{{Name: "p", Limiter: lim}},
 		Exclude:  func(_ context.Context, m string) bool { return strings.HasPrefix(m, "/grpc.health.v1.Health/") },
-		Hook:     h,
+		Hook:     h.hook(),
 	}
 	m := mustNew(t, cfg)
 	for range 3 {
@@ -412,7 +412,7 @@ func TestStreams(t *testing.T) {
 		Policies: []Policy[string]{{Name: "opens", Limiter: opens}},
 		Messages: []Policy[string]{{Name: "messages", Limiter: msgs}},
 		Metadata: MetadataOnAllow,
-		Hook:     h,
+		Hook:     h.hook(),
 	})
 	cc := serve(t, []grpc.ServerOption{grpc.ChainStreamInterceptor(m.Stream())})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1")
@@ -493,7 +493,7 @@ func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[netip.Prefix](t, c, gcra.Every(time.Second), 1)
 	h := newCountingHook()
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Hook: h})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Hook: h.hook()})
 	for _, a := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
 		ctx, _ := callCtx(a)
 		unary(m, ctx, echo.Say)

@@ -69,7 +69,7 @@ type statser interface {
 
 // reportEvictions reports to h the evictions of each policy's limiter since
 // the last call. The caller serialises calls.
-func reportEvictions[K comparable](h atomiclimit.Hook, pols []*policy[K]) {
+func reportEvictions[K comparable](h *atomiclimit.Hook, pols []*policy[K]) {
 	for _, p := range pols {
 		s, ok := p.lim.(statser)
 		if !ok {

@@ -49,10 +49,10 @@ func BenchmarkMiddleware(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
-		hook    atomiclimit.Hook
+		hook    *atomiclimit.Hook
 	}{
 		{"headers=none", HeadersNone, nil},
-		{"headers=none/hook=on", HeadersNone, atomiclimit.NopHook{}},
+		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}},
 		{"headers=default", DefaultHeaders, nil},
 		{"headers=all", AllHeaders, nil},
 	} {

@@ -219,7 +219,7 @@ func TestClientIPBadRemoteAddr(t *testing.T) {
 	// Through the middleware: the error path, 500, and the Error hook.
 	hook := newCountingHook()
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook()}).Handler(okHandler)
 	w := do(h, "GET", "/", "pipe")
 	if w.Code != http.StatusInternalServerError || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("bad RemoteAddr: %d %q", w.Code, w.Header().Get("Content-Type"))

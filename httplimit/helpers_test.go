@@ -141,3 +141,8 @@ func (w *reuseWriter) reset() {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// hook returns h as a Hook.
+func (h *countingHook) hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted, Error: h.Error}
+}

@@ -87,7 +87,7 @@ type Config[K comparable] struct {
 	// (nil: RejectOnError).
 	OnError ErrorHandler
 	// Hook receives the middleware's events (nil: none, at no cost).
-	Hook atomiclimit.Hook
+	Hook *atomiclimit.Hook
 }
 
 // A Denial describes a denied request to a DenyFunc.
@@ -137,7 +137,7 @@ type Middleware[K comparable] struct {
 	pk       func(K) []byte
 	deny     DenyFunc
 	onError  ErrorHandler
-	hook     atomiclimit.Hook
+	hook     *atomiclimit.Hook // filled (door.FillHook), or nil
 	unit     string
 	evictMu  sync.Mutex
 	policies []*policy[K]   // every policy once: Policies, then the routes' (for ReportEvictions)
@@ -174,7 +174,7 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	m := &Middleware[K]{
 		key: c.Key, mux: c.Mux, cost: c.Cost, exclude: c.Exclude, dryRun: c.DryRun,
 		headers: c.Headers, pk: c.PartitionKey, deny: c.Deny, onError: c.OnError,
-		hook: c.Hook, unit: c.QuotaUnit,
+		hook: door.FillHook(c.Hook), unit: c.QuotaUnit,
 	}
 	if m.headers == 0 {
 		m.headers = DefaultHeaders
@@ -186,7 +186,7 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 		m.onError = RejectOnError
 	}
 	if m.hook != nil {
-		m.errs = m.hook
+		m.errs = m.hook.Error
 	}
 	var base []*policy[K]
 	for i, p := range c.Policies {

@@ -177,7 +177,7 @@ func TestRoutes(t *testing.T) {
 		Policies: []Policy[netip.Prefix]{{Limiter: def}},
 		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 		Mux:      mux,
-		Hook:     hook,
+		Hook:     hook.hook(),
 	})
 	mux.Handle("POST /login", m.Handler(okHandler))
 	mux.Handle("GET /", m.Handler(okHandler))
@@ -253,7 +253,7 @@ func TestExclude(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(1), 1)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook,
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
 		Exclude: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
@@ -272,7 +272,7 @@ func TestExclude(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(2), 2)
 	hook := newCountingHook()
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook, DryRun: true}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(), DryRun: true}).Handler(okHandler)
 	for i := 0; i < 5; i++ {
 		w := do(h, "GET", "/", "")
 		if w.Code != 200 || w.Header().Get("Retry-After") != "" {
@@ -292,7 +292,7 @@ func TestCost(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, c, gcra.PerSecond(1), 5)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook,
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
 		Cost: func(r *http.Request) int {
 			switch r.URL.Path {
 			case "/free":
@@ -375,7 +375,7 @@ func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.PerSecond(1), 1)
 	hook := newCountingHook()
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Hook: hook})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Hook: hook.hook()})
 	h := m.Handler(okHandler)
 	for _, k := range []string{"a", "b", "c"} {
 		do(h, "GET", "/", "", "X-Client", k)
@@ -424,11 +424,11 @@ func TestAllowPathAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
-		hook    atomiclimit.Hook
+		hook    *atomiclimit.Hook
 		want    float64
 	}{
 		{"headers=none", HeadersNone, nil, 0},
-		{"headers=none/hook=on", HeadersNone, atomiclimit.NopHook{}, 0},
+		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}, 0},
 		{"headers=default", DefaultHeaders, nil, 1},
 	} {
 		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)

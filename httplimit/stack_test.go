@@ -24,7 +24,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 	minute := newKeyed[string](t, c, gcra.PerMinute(3), 3)
 	day := newKeyed[string](t, c, gcra.PerDay(5), 5)
 	hook := newCountingHook()
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
 		{Name: "minute", Limiter: minute}, {Name: "day", Limiter: day},
 	}}).Handler(okHandler)
 
@@ -188,7 +188,7 @@ func TestStackedOutage(t *testing.T) {
 	local := newKeyed[string](t, c, gcra.PerMinute(10), 10)
 	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), err: errors.New("store down")}
 	hook := newCountingHook()
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
 		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
 	}}).Handler(okHandler)
 
@@ -226,7 +226,7 @@ func TestStackedCallerGone(t *testing.T) {
 	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), blocked: make(chan struct{})}
 	hook := newCountingHook()
 	served := false
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook, Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
 		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
 	}}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
 	ctx, cancel := context.WithCancel(context.Background())

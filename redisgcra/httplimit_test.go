@@ -28,7 +28,6 @@ import (
 
 // eventHook records the middleware's events per policy.
 type eventHook struct {
-	atomiclimit.NopHook
 	mu                   sync.Mutex
 	allowed, denied, err map[string]int
 	errs                 []error
@@ -52,6 +51,11 @@ func (h *eventHook) Error(p string, err error) {
 }
 
 // counts returns the Allowed, Denied and Error events of policy p so far.
+// hook returns h as the middleware's Hook.
+func (h *eventHook) hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Error: h.Error}
+}
+
 func (h *eventHook) counts(p string) [3]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -163,7 +167,7 @@ func TestHTTPOutage(t *testing.T) {
 			mw, err := httplimit.New(httplimit.Config[string]{
 				Key:      httplimit.Header("X-Client"),
 				Policies: []httplimit.Policy[string]{{Name: "redis", Limiter: l}},
-				Hook:     hook,
+				Hook:     hook.hook(),
 			})
 			require.NoError(t, err)
 			srv := newHTTPServer(t, mw)
@@ -280,7 +284,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 			{Name: "local", Limiter: local},
 			{Name: "redis", Limiter: remote},
 		},
-		Hook: hook,
+		Hook: hook.hook(),
 	})
 	require.NoError(t, err)
 	srv := newHTTPServer(t, mw)

@@ -160,7 +160,7 @@ func describe(bands []band, rule atomiclimit.Rule) atomiclimit.Quota {
 		q.Kind = "bands"
 	}
 	q.IdleAfter, q.String = idle, rule.String()
-	return q
+	return atomiclimit.Quota(q)
 }
 
 // init builds the band of s, which the in-process constructors have

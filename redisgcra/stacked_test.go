@@ -77,7 +77,7 @@ func hammer(t *testing.T, h http.Handler, key string) (served, denied int64) {
 // the requests it serves.
 func stackedServer(t *testing.T, hook *eventHook, policies ...httplimit.Policy[string]) (http.Handler, *atomic.Int64) {
 	t.Helper()
-	mw, err := httplimit.New(httplimit.Config[string]{Key: httplimit.Header("X-Client"), Policies: policies, Hook: hook})
+	mw, err := httplimit.New(httplimit.Config[string]{Key: httplimit.Header("X-Client"), Policies: policies, Hook: hook.hook()})
 	require.NoError(t, err)
 	var handled atomic.Int64
 	return mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -136,7 +136,6 @@ func main() {
 }
 
 type hook struct {
-	atomiclimit.NopHook
 	allowed, denied sync.Map // policy -> *atomic.Int64
 }
 
@@ -146,6 +145,11 @@ func (h *hook) add(m *sync.Map, policy string, n int) {
 }
 func (h *hook) Allowed(p string, cost int)                 { h.add(&h.allowed, p, 1) }
 func (h *hook) Denied(p string, cost int, _ time.Duration) { h.add(&h.denied, p, 1) }
+
+// Hook returns h as the middleware's Hook.
+func (h *hook) Hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied}
+}
 
 func newLimiter[K comparable](p policyDef) (*atomiclimit.Keyed[K], error) {
 	return atomiclimit.NewKeyedRule[K](p.rule, atomiclimit.WithSweepInterval(time.Second))
@@ -198,7 +202,7 @@ func run(d time.Duration) error {
 		Routes:  map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
 		Mux:     mux,
 		Exclude: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/reports") },
-		Hook:    h,
+		Hook:    h.Hook(),
 	})
 	if err != nil {
 		return err
@@ -206,7 +210,7 @@ func run(d time.Duration) error {
 	users, err := httplimit.New(httplimit.Config[string]{
 		Key:      byUser,
 		Policies: []httplimit.Policy[string]{{Name: userPolicy.name, Limiter: perUser}},
-		Hook:     h,
+		Hook:     h.Hook(),
 	})
 	if err != nil {
 		return err

@@ -139,10 +139,34 @@ const (
 	Overloaded
 )
 
-// An ErrorSink receives the error of a policy's limiter: a door's Hook.
-type ErrorSink interface {
-	Error(policy string, err error)
+// FillHook returns a copy of h whose nil fields do nothing, so that a door
+// calls every field without a check; nil for a nil h.
+func FillHook(h *atomiclimit.Hook) *atomiclimit.Hook {
+	if h == nil {
+		return nil
+	}
+	f := *h
+	if f.Allowed == nil {
+		f.Allowed = func(string, int) {}
+	}
+	if f.Denied == nil {
+		f.Denied = func(string, int, time.Duration) {}
+	}
+	if f.Overloaded == nil {
+		f.Overloaded = func(string, int) {}
+	}
+	if f.Evicted == nil {
+		f.Evicted = func(string, int) {}
+	}
+	if f.Error == nil {
+		f.Error = func(string, error) {}
+	}
+	return &f
 }
+
+// An ErrorSink receives the error of a policy's limiter: a door's
+// Hook.Error, or nil.
+type ErrorSink = func(policy string, err error)
 
 // Decide checks a request for n at key against every policy of s, filling
 // out (len(s.Policies) outcomes, zero on entry) in the configured order.
@@ -159,7 +183,7 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 			// outage, and take its decision as the policy's.
 			o.Err = err
 			if onError != nil {
-				onError.Error(p.Name, err)
+				onError(p.Name, err)
 			}
 			err = nil
 		}
@@ -175,7 +199,7 @@ func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onEr
 			}
 			o.Kind, o.Err = Unknown, err
 			if onError != nil {
-				onError.Error(p.Name, err)
+				onError(p.Name, err)
 			}
 			if !d.Allowed { // the limiter's outage policy: fail closed
 				s.giveBack(ctx, out, i, key, n, onError)
@@ -223,7 +247,7 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 		}
 		ok, err := s.Policies[j].Limiter.Refund(ctx, key, n, o.Receipt)
 		if err != nil && onError != nil {
-			onError.Error(s.Policies[j].Name, err)
+			onError(s.Policies[j].Name, err)
 		}
 		if ok && o.Kind == Admitted {
 			o.Kind = Refunded // an Unknown stays unknown: no state to describe
@@ -242,7 +266,7 @@ func (s *Stack[K]) checkRest(ctx context.Context, out []Outcome, i int, key K, n
 		case err != nil:
 			o.Kind, o.Err = Unknown, err
 			if onError != nil && !callerDone(ctx) {
-				onError.Error(p.Name, err)
+				onError(p.Name, err)
 			}
 		case d.Allowed:
 			o.Kind = WouldAdmit

@@ -98,7 +98,7 @@ func TestDecide(t *testing.T) {
 	s2 := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", closed))
 	before := stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
-	if res, at := s2.Decide(ctx, "u", 1, out, &got); res != Unavailable || at != 1 || out[1].Kind != Unknown || out[0].Kind != Refunded {
+	if res, at := s2.Decide(ctx, "u", 1, out, got.Error); res != Unavailable || at != 1 || out[1].Kind != Unknown || out[0].Kind != Refunded {
 		t.Fatalf("fail closed: %v %d %+v", res, at, out)
 	}
 	if stacktest.Peek(a, "u", 0) != before || len(got) != 1 || got[0] != "remote: store down" {
@@ -106,7 +106,7 @@ func TestDecide(t *testing.T) {
 	}
 	closed.open = true
 	out = make([]Outcome, 2)
-	if res, _ := s2.Decide(ctx, "u", 1, out, &got); res != Pass || out[0].Kind != Admitted || out[1].Kind != Unknown {
+	if res, _ := s2.Decide(ctx, "u", 1, out, got.Error); res != Pass || out[0].Kind != Admitted || out[1].Kind != Unknown {
 		t.Fatalf("fail open: %v %+v", res, out)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -114,7 +114,7 @@ func TestDecide(t *testing.T) {
 	before = stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
 	got = nil
-	if res, _ := s2.Decide(cctx, "u", 1, out, &got); res != Gone || len(got) != 0 || stacktest.Peek(a, "u", 0) != before {
+	if res, _ := s2.Decide(cctx, "u", 1, out, got.Error); res != Gone || len(got) != 0 || stacktest.Peek(a, "u", 0) != before {
 		t.Fatalf("gone: %v errors %q, a %+v then %+v", res, got, before, stacktest.Peek(a, "u", 0))
 	}
 }
@@ -162,7 +162,7 @@ func TestDecideDeadlinePassed(t *testing.T) {
 	var got errs
 	out := make([]Outcome, 2)
 	before := stacktest.Peek(a, "k", 0)
-	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, &got); res != Gone || len(got) != 0 || stacktest.Peek(a, "k", 0) != before {
+	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, got.Error); res != Gone || len(got) != 0 || stacktest.Peek(a, "k", 0) != before {
 		t.Fatalf("%v, errors %q, a %+v then %+v", res, got, before, stacktest.Peek(a, "k", 0))
 	}
 }

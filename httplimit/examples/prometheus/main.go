@@ -122,7 +122,10 @@ func (h *PromHook) Overloaded(policy string, cost int) { h.metrics(policy).overl
 func (h *PromHook) Evicted(policy string, keys int) { h.metrics(policy).evicted.Add(float64(keys)) }
 func (h *PromHook) Error(policy string, err error)  { h.metrics(policy).errors.Inc() }
 
-var _ atomiclimit.Hook = (*PromHook)(nil)
+// Hook returns h as the middleware's Hook.
+func (h *PromHook) Hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted, Error: h.Error}
+}
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
@@ -139,7 +142,7 @@ func main() {
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:      httplimit.RemoteIP,
 		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
-		Hook:     hook,
+		Hook:     hook.Hook(),
 	})
 	if err != nil {
 		log.Fatal(err)
