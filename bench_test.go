@@ -37,7 +37,7 @@ func allowLimiter(b *testing.B, clock string) *atomiclimit.Limiter {
 }
 
 // denyLimiter has spent its two tokens for the next two hours. (Burst 2,
-// not 1: the coarse clock needs (B−1)·T ≥ CoarseTick.)
+// not 1: the coarse clock needs (B−1)·T ≥ the coarse tick.)
 func denyLimiter(b *testing.B, clock string) *atomiclimit.Limiter {
 	lim := benchLimiter(b, clock, gcra.Every(time.Hour), 2)
 	if !lim.AllowN(epoch, 2) || lim.AllowN(epoch, 1) {

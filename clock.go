@@ -14,9 +14,9 @@ type Clock interface {
 	Now() time.Time
 }
 
-// CoarseTick is the period of the process-wide coarse clock that
-// WithCoarseClock selects.
-const CoarseTick = timebase.CoarseTick
+// coarseTick is the period of the process-wide coarse clock that
+// WithCoarseClock selects: one millisecond.
+const coarseTick = timebase.CoarseTick
 
 // An Option configures a Limiter or a Keyed limiter. The clock options apply
 // to both; WithMaxKeys, WithSweepInterval and WithShards to Keyed only (New
@@ -46,12 +46,12 @@ func WithClock(c Clock) Option {
 }
 
 // WithCoarseClock makes the Limiter read a cached time that one process-wide
-// ticker advances every CoarseTick, instead of reading the clock on every
+// ticker advances every coarseTick, instead of reading the clock on every
 // call: a plain load replaces the clock read, the cheapest hot path there is.
 // The ticker runs while any coarse limiter is reachable and stops when the
 // last one is garbage collected.
 //
-// The cached time lags real time by δ: under CoarseTick while the ticker
+// The cached time lags real time by δ: under coarseTick while the ticker
 // runs on time, and by as long as the ticker waits for a P when every P
 // runs work that does not yield (tens of milliseconds). An admission is
 // decided on the cached time, so it is the decision the exact limiter
@@ -66,8 +66,8 @@ func WithClock(c Clock) Option {
 // Reserve and Wait read the precise clock (a wait computed from a lagging
 // time would be waited out for nothing).
 //
-// New and SetRule reject, with ErrCoarseTick, a finite GCRA limit whose
-// (B−1)·T < CoarseTick: such a bucket holds less than a tick of tokens, so
+// New and SetRule reject, with ErrOption, a finite GCRA limit whose
+// (B−1)·T < coarseTick: such a bucket holds less than a tick of tokens, so
 // a client that asks continuously is denied within every tick and pays the
 // precise clock read on most admissions, more than the default clock costs.
 func WithCoarseClock() Option {

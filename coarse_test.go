@@ -73,19 +73,19 @@ func TestCoarseClockStalledTicker(t *testing.T) {
 	}
 }
 
-// Why New rejects (B−1)·T < CoarseTick: such a bucket holds less than one
+// Why New rejects (B−1)·T < the coarse tick: such a bucket holds less than one
 // tick's worth of tokens, so a client that asks continuously is denied
 // within every tick and pays a precise clock read for most admissions: the
 // coarse clock would cost more than the default one.
 func TestCoarseClockSmallBucketIsRejected(t *testing.T) {
 	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.Every(time.Millisecond), 1), atomiclimit.WithCoarseClock())
-	assert.ErrorIs(t, err, atomiclimit.ErrCoarseTick)
+	assert.ErrorIs(t, err, atomiclimit.ErrOption)
 	_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1_000_000), 1000), atomiclimit.WithCoarseClock())
-	assert.ErrorIs(t, err, atomiclimit.ErrCoarseTick, "(1000−1)·1µs < 1ms")
+	assert.ErrorIs(t, err, atomiclimit.ErrOption, "(1000−1)·1µs < 1ms")
 	assert.Contains(t, err.Error(), "at least 1001")
 	lim, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1_000_000), 1001), atomiclimit.WithCoarseClock())
 	require.NoError(t, err)
-	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(100), 1)), atomiclimit.ErrCoarseTick)
+	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(100), 1)), atomiclimit.ErrOption)
 	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(100), 2)), "(2−1)·10ms ≥ 1ms")
 	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.Unlimited, 0)))
 	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.DenyAll, 0)))

@@ -27,14 +27,12 @@ var (
 	// another algorithm or window than the limiter's (a tier or a key may
 	// change a window's count, not its length).
 	ErrIncompatible = errors.New("atomiclimit: rule incompatible with the limiter's")
-	// ErrCoarseTick: a GCRA rule on the coarse clock whose
-	// (burst−1)·interval is shorter than CoarseTick: its bucket holds less
-	// than a tick of tokens, and most admissions would pay a precise clock
-	// read (see WithCoarseClock).
-	ErrCoarseTick = errors.New("atomiclimit: (burst-1)·interval is shorter than the coarse clock's tick")
-	// ErrOption: a keyed option given to a single-key limiter, or an option
+	// ErrOption: a keyed option given to a single-key limiter, an option
 	// with a value that makes no sense (a negative key bound, an unknown
-	// FullPolicy).
+	// FullPolicy), or the coarse clock with a GCRA rule whose
+	// (burst−1)·interval is shorter than its tick: the bucket would hold
+	// less than a tick of tokens, and most admissions would pay a precise
+	// clock read (see WithCoarseClock).
 	ErrOption = errors.New("atomiclimit: invalid option")
 	// ErrInvalidN: Reserve or Wait for n < 0 tokens.
 	ErrInvalidN = gcra.ErrInvalidN

@@ -111,9 +111,9 @@ func ExampleKeyed_SweepAt() {
 	lim.AllowN(1, t0, 5) // drained: full again 500 ms later
 	lim.AllowN(2, t0, 1) // full again 100 ms later
 	clk.t = t0.Add(200 * time.Millisecond)
-	fmt.Println(lim.Len(), lim.SweepAt(clk.t), lim.Len())
+	fmt.Println(lim.Stats().Keys, lim.SweepAt(clk.t), lim.Stats().Keys)
 	clk.t = t0.Add(time.Second)
-	fmt.Println(lim.SweepAt(clk.t), lim.Len())
+	fmt.Println(lim.SweepAt(clk.t), lim.Stats().Keys)
 	// Output:
 	// 2 1 1
 	// 1 0

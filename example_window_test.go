@@ -91,7 +91,7 @@ func ExampleNewKeyedRule() {
 		fmt.Printf("%-5s at %v: allowed=%v retry=%v\n", r.key, r.at, d.Allowed, d.RetryAfter)
 	}
 	clk.Set(2 * time.Minute)
-	fmt.Println("keys:", lim.Len(), "removed at 2m:", lim.SweepAt(t0.Add(2*time.Minute)), "keys:", lim.Len())
+	fmt.Println("keys:", lim.Stats().Keys, "removed at 2m:", lim.SweepAt(t0.Add(2*time.Minute)), "keys:", lim.Stats().Keys)
 	// Output:
 	// alice at 0s: allowed=true retry=0s
 	// alice at 10s: allowed=true retry=0s

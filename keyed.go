@@ -458,12 +458,6 @@ func (k *Keyed[K]) retier(key K, t *Tier) {
 	k.m.Update(key, func(c *cell) { c.tier.Store(t) })
 }
 
-// Len returns the number of keys held.
-func (k *Keyed[K]) Len() int { return k.m.Len() }
-
-// String describes the default tier's rule, e.g. "100/s, burst 10".
-func (k *Keyed[K]) String() string { return k.def.String() }
-
 // Sweep removes every key that is idle now and returns how many it retired.
 // Sweep is shorthand for SweepAt(clock.Now()).
 func (k *Keyed[K]) Sweep() int { return k.st.Sweep(k.src.Now()) }

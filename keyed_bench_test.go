@@ -70,8 +70,8 @@ func fixtures(b *testing.B) {
 		}
 		keyedFixture = k
 	})
-	if keyedFixture.Len() != benchKeys {
-		b.Fatalf("fixture holds %d keys", keyedFixture.Len())
+	if keyedFixture.Stats().Keys != benchKeys {
+		b.Fatalf("fixture holds %d keys", keyedFixture.Stats().Keys)
 	}
 }
 
@@ -389,7 +389,7 @@ func BenchmarkKeyedChurn(b *testing.B) {
 					})
 					k.Close()
 					b.ReportMetric(float64(k.Stats().Evicted)/run.Seconds(), "evicted/s")
-					b.ReportMetric(float64(k.Len()), "held-keys")
+					b.ReportMetric(float64(k.Stats().Keys), "held-keys")
 				}
 				h.Report(b)
 			})

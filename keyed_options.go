@@ -24,10 +24,6 @@ const (
 	EvictStalest FullPolicy = FullPolicy(keyed.EvictStalest)
 )
 
-// DefaultSweepInterval is how long the background sweeper of a Keyed limiter
-// takes for one pass over every key, unless WithSweepInterval says otherwise.
-const DefaultSweepInterval = keyed.DefaultSweepInterval
-
 // WithMaxKeys bounds a Keyed limiter to n keys (n = 0: no bound), exactly,
 // under any concurrency. When it holds n keys and a request comes for a new
 // one, it first removes idle keys: it sweeps shards until one yields an idle
@@ -60,7 +56,7 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // WithShards sets the number of shards of a Keyed limiter's map (rounded up
-// to a power of two; default shardmap.DefaultShards).
+// to a power of two; default 16).
 func WithShards(n int) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.Shards = n

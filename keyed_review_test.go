@@ -34,7 +34,7 @@ func TestKeyedTierFuncPanicLeavesNoLock(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Allow blocked after a panicking tier function")
 	}
-	require.Equal(t, 1, k.Len())
+	require.Equal(t, 1, k.Stats().Keys)
 }
 
 // A request stamped far ahead must not make room by removing keys that will
@@ -49,7 +49,7 @@ func TestKeyedFutureRequestLeavesNewKeysFull(t *testing.T) {
 	require.True(t, k.AllowN("a", t0, 1))
 	require.True(t, k.AllowN("b", t0, 1))
 	require.False(t, k.AllowN("c", t0.Add(time.Hour), 1), "a and b are idle an hour later, not now")
-	require.Equal(t, 2, k.Len())
+	require.Equal(t, 2, k.Stats().Keys)
 	require.LessOrEqual(t, k.Floor(), int64(time.Second))
 	require.Equal(t, 2, k.PeekN("x", t0.Add(3*time.Second), 0).Remaining, "a new key is full")
 	clk.Advance(3 * time.Second)
@@ -98,7 +98,7 @@ func TestKeyedKeyLimitInsertsNothing(t *testing.T) {
 	k := newKeyed[string](t, gcra.PerSecond(1), 1, atomiclimit.WithSweepInterval(0))
 	require.NoError(t, k.SetKeyRule("x", atomiclimit.GCRA(gcra.PerSecond(1), 5)))
 	k.ClearKeyRule("y")
-	require.Equal(t, 0, k.Len())
+	require.Equal(t, 0, k.Stats().Keys)
 	require.Zero(t, k.Stats().Created)
 	require.Equal(t, 5, peek(k, "x", 0).Remaining)
 }

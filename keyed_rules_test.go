@@ -77,7 +77,7 @@ func TestKeyedTiersForEveryRule(t *testing.T) {
 			require.False(t, d.Allowed)
 			require.Positive(t, d.RetryAfter)
 			require.Equal(t, d.RetryAfter, d.TokenAfter, "(e): a refused new key's t is its RetryAfter")
-			require.Equal(t, 3, k.Len())
+			require.Equal(t, 3, k.Stats().Keys)
 
 			// The hook saw every decision.
 			require.EqualValues(t, plain+tiered+own, hook.allowed.Load())
@@ -171,7 +171,7 @@ func TestKeyedPeekAbsentKeyAllocatesNothing(t *testing.T) {
 			decideN(k, 9, now, 0)
 		})
 		require.Zero(t, allocs, "%v", r)
-		require.Zero(t, k.Len(), "%v: peeks create no key", r)
+		require.Zero(t, k.Stats().Keys, "%v: peeks create no key", r)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestKeyedStaleNowAfterEviction(t *testing.T) {
 	// the limiter's clock).
 	clk.Set(40 * time.Millisecond)
 	require.Equal(t, 1, sweep.SweepAt(t0.Add(40*time.Millisecond)))
-	require.Equal(t, 0, sweep.Len())
+	require.Equal(t, 0, sweep.Stats().Keys)
 	// A request stamped 5 ms arrives late. Kept: TAT 30 ms, so at 5 ms the
 	// bucket is 25 ms from full: denied, 5 ms to wait.
 	stale := t0.Add(5 * time.Millisecond)
@@ -111,7 +111,7 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 	require.True(t, k.Allow("a"))
 	clk.Advance(time.Second) // idle again
 	require.True(t, k.RetireKey("a", k.Nanos(clk.Now())))
-	require.Equal(t, 1, k.Len(), "retired but not yet removed")
+	require.Equal(t, 1, k.Stats().Keys, "retired but not yet removed")
 	for _, step := range []struct {
 		name string
 		call func() bool
@@ -122,7 +122,7 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 		require.True(t, step.call(), step.name)
 	}
 	require.False(t, k.Allow("a"), "burst 2 spent")
-	require.Equal(t, 1, k.Len())
+	require.Equal(t, 1, k.Stats().Keys)
 	st := k.Stats()
 	require.Equal(t, uint64(2), st.Created)
 	require.Equal(t, uint64(1), st.Evicted)
@@ -144,7 +144,7 @@ func TestKeyedOptions(t *testing.T) {
 	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1), 0))
 	require.ErrorIs(t, err, gcra.ErrInvalidBurst)
 	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1000000), 2), atomiclimit.WithCoarseClock())
-	require.ErrorIs(t, err, atomiclimit.ErrCoarseTick)
+	require.ErrorIs(t, err, atomiclimit.ErrOption)
 	for _, o := range []atomiclimit.Option{
 		atomiclimit.WithMaxKeys(5, atomiclimit.RejectNew),
 		atomiclimit.WithSweepInterval(time.Second),
@@ -155,9 +155,9 @@ func TestKeyedOptions(t *testing.T) {
 		require.Contains(t, err.Error(), "atomiclimit: ")
 	}
 	k := newKeyed[int](t, gcra.PerSecond(10), 5)
-	require.Equal(t, "10/s, burst 5", k.String())
+	require.Equal(t, "10/s, burst 5", k.Quota(0).String)
 	require.ErrorIs(t, k.SetRule(atomiclimit.GCRA(gcra.PerSecond(-1), 1)), gcra.ErrInvalidLimit)
-	require.Equal(t, "10/s, burst 5", k.String(), "a failed SetLimit changes nothing")
+	require.Equal(t, "10/s, burst 5", k.Quota(0).String, "a failed SetLimit changes nothing")
 }
 
 // RejectNew: a full limiter removes an idle key to admit a new one; with no
@@ -232,7 +232,7 @@ func TestKeyedMaxKeysConcurrent(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(g), 1))
 				for range 3000 {
 					k.Allow(rng.IntN(1000))
-					if n := k.Len(); n > bound {
+					if n := k.Stats().Keys; n > bound {
 						t.Errorf("Len %d > bound %d", n, bound)
 					}
 				}
@@ -254,7 +254,6 @@ func TestKeyedTiers(t *testing.T) {
 	k := newKeyed[string](t, gcra.Every(time.Second), 1, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
 	premium, err := k.NewTier(atomiclimit.GCRA(gcra.Every(time.Second), 5))
 	require.NoError(t, err)
-	require.Equal(t, "1/s, burst 5", premium.String())
 	_, err = k.NewTier(atomiclimit.GCRA(gcra.Every(0), 5))
 	require.ErrorIs(t, err, gcra.ErrInvalidLimit)
 
@@ -267,6 +266,7 @@ func TestKeyedTiers(t *testing.T) {
 		return nil
 	})
 	require.Equal(t, 5, peek(k, "p1", 0).Remaining, "Tokens of an absent key uses the tier it would get")
+	require.Equal(t, "1/s, burst 5", k.Quota("p1").String, "the tier's rule")
 	require.Equal(t, 5, drainKey(k, "p1", clk.Now()))
 	require.Equal(t, 1, drainKey(k, "free", clk.Now()))
 	require.Equal(t, 0, drainKey(k, "old", clk.Now()), "present keys keep their tier")
@@ -288,7 +288,7 @@ func TestKeyedTiers(t *testing.T) {
 	require.Equal(t, 6, drainKey(k, "new", clk.Now()))
 	clk.Advance(10 * time.Second)
 	require.Positive(t, k.Sweep())
-	require.Equal(t, 0, k.Len())
+	require.Equal(t, 0, k.Stats().Keys)
 	require.Equal(t, 7, drainKey(k, "free", clk.Now()), "the override outlives the key's removal")
 	k.ClearKeyRule("free")
 	clk.Advance(10 * time.Second)
@@ -367,13 +367,13 @@ func TestKeyedBackgroundSweeper(t *testing.T) {
 	for i := range 100 {
 		k.Allow(i)
 	}
-	require.Equal(t, 100, k.Len())
+	require.Equal(t, 100, k.Stats().Keys)
 	clk.Advance(time.Second)
 	deadline := time.Now().Add(10 * time.Second)
-	for k.Len() > 0 && time.Now().Before(deadline) {
+	for k.Stats().Keys > 0 && time.Now().Before(deadline) {
 		runtime.Gosched()
 	}
-	require.Zero(t, k.Len(), "the sweeper removed every idle key")
+	require.Zero(t, k.Stats().Keys, "the sweeper removed every idle key")
 	require.Equal(t, uint64(100), k.Stats().Evicted)
 	require.True(t, k.SweeperRunning())
 	k.Close()

@@ -33,7 +33,7 @@ var keyedAlgoNames = []string{"gcra", "fixed", "counter", "log", "bands"}
 
 type keyedAllower interface {
 	Allow(key string) bool
-	Len() int
+	Stats() atomiclimit.Stats
 }
 
 func newKeyedAlgo(algo string) keyedAllower {
@@ -157,8 +157,8 @@ func BenchmarkKeyedAlgoMemory(b *testing.B) {
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
-				if k.Len() != len(algoKeyNames) {
-					b.Fatalf("holds %d keys", k.Len())
+				if k.Stats().Keys != len(algoKeyNames) {
+					b.Fatalf("holds %d keys", k.Stats().Keys)
 				}
 				perKey = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(algoKeyNames))
 				runtime.KeepAlive(k)

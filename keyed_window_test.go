@@ -150,13 +150,13 @@ func TestKeyedWindowRetiredCellIsReplaced(t *testing.T) {
 			require.True(t, k.AllowN(1, clk.Now(), 1))
 			clk.Advance(3 * a.period) // idle
 			require.True(t, k.RetireKey(1, k.Nanos(clk.Now())), "retired without removing")
-			require.Equal(t, 1, k.Len(), "retired, still held")
+			require.Equal(t, 1, k.Stats().Keys, "retired, still held")
 			assert.True(t, k.PeekN(1, clk.Now(), 1).Allowed, "peek answers as for a new cell")
 			assert.True(t, k.AllowN(1, clk.Now(), 1))
 			assert.True(t, decideN(k, 1, clk.Now(), 1).Allowed)
 			st := k.Stats()
 			assert.Equal(t, uint64(2), st.Created)
-			assert.Equal(t, 1, k.Len())
+			assert.Equal(t, 1, k.Stats().Keys)
 		})
 	}
 }
@@ -176,14 +176,14 @@ func TestKeyedWindowMaxKeys(t *testing.T) {
 			assert.Equal(t, uint64(1), k.Stats().Rejected)
 			clk.Advance(3 * a.period) // every key idle: room is made
 			assert.True(t, k.AllowN(9, clk.Now(), 1))
-			assert.LessOrEqual(t, k.Len(), 3, "a sweep removes every idle key of a shard")
+			assert.LessOrEqual(t, k.Stats().Keys, 3, "a sweep removes every idle key of a shard")
 
 			e := a.keyed(t, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(3, atomiclimit.EvictStalest))
 			for key := range 3 {
 				require.True(t, e.AllowN(key, clk.Now(), 1))
 			}
 			assert.True(t, e.AllowN(9, clk.Now(), 1), "the stalest active key makes room")
-			assert.Equal(t, 3, e.Len())
+			assert.Equal(t, 3, e.Stats().Keys)
 			assert.Equal(t, uint64(1), e.Stats().EvictedActive)
 		})
 	}
@@ -203,7 +203,7 @@ func TestKeyedWindowOptions(t *testing.T) {
 	k, err := atomiclimit.NewKeyedRule[int](atomiclimit.FixedWindow(1, time.Millisecond), atomiclimit.WithSweepInterval(time.Millisecond), atomiclimit.WithShards(1))
 	require.NoError(t, err)
 	require.True(t, k.Allow(1))
-	require.Eventually(t, func() bool { return k.Len() == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return k.Stats().Keys == 0 }, 5*time.Second, time.Millisecond)
 	k.Close()
 	k.Close()
 }

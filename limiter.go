@@ -78,9 +78,9 @@ func checkClock(src *timebase.Source, p *gcra.Params) error {
 	if !src.IsCoarse() || p.IsUnlimited() || p.Burst() == 0 {
 		return nil
 	}
-	if room := time.Duration(p.Burst()-1) * p.Interval(); room < CoarseTick {
+	if room := time.Duration(p.Burst()-1) * p.Interval(); room < coarseTick {
 		return fmt.Errorf("%w: (%d-1)·%v = %v < %v; raise the burst to at least %d or use the default clock",
-			ErrCoarseTick, p.Burst(), p.Interval(), room, CoarseTick, 1+(CoarseTick+p.Interval()-1)/p.Interval())
+			ErrOption, p.Burst(), p.Interval(), room, coarseTick, 1+(coarseTick+p.Interval()-1)/p.Interval())
 	}
 	return nil
 }
@@ -225,6 +225,3 @@ func (l *Limiter) SetRule(spec Rule) error {
 	l.rule.Store(r)
 	return nil
 }
-
-// String describes the limiter's rule, e.g. "100/s, burst 10".
-func (l *Limiter) String() string { return l.rule.Load().spec.String() }

@@ -3,6 +3,7 @@ package atomiclimit_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
 func TestSetLimitKeepsTheTAT(t *testing.T) {
 	clk := newFakeClock()
 	lim := newLimiter(t, gcra.PerSecond(10), 10, atomiclimit.WithClock(clk)) // T 100ms, span 1s
-	assert.Equal(t, "10/s, burst 10", lim.String())
+	assert.Equal(t, "10/s, burst 10", lim.Quota().String)
 	for i := 0; i < 10; i++ {
 		require.True(t, lim.Allow())
 	}
@@ -92,12 +93,12 @@ func TestSetLimitKeepsTheTAT(t *testing.T) {
 	require.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(1), 5)))
 	assert.Equal(t, 4, lim.Peek(0).Remaining)
 	assert.Equal(t, 5*time.Second, lim.Quota().Window)
-	assert.Equal(t, "1/s, burst 5", lim.String())
+	assert.Equal(t, "1/s, burst 5", lim.Quota().String)
 
 	// A bad limit changes nothing.
 	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(0), 5)), gcra.ErrInvalidLimit)
 	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(1), 0)), gcra.ErrInvalidBurst)
-	assert.Equal(t, "1/s, burst 5", lim.String())
+	assert.Equal(t, "1/s, burst 5", lim.Quota().String)
 
 	// To deny everything from now on, and back.
 	require.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.DenyAll, 0)))
@@ -143,14 +144,15 @@ func TestHotPathsAllocateNothing(t *testing.T) {
 func TestUnlimitedWritesNothing(t *testing.T) {
 	p, err := gcra.NewParams(gcra.Unlimited, 1)
 	require.NoError(t, err)
-	var b atomicbucket.Bucket
+	var w atomic.Uint64 // the bucket's word, read back to see what it stored
+	b := atomicbucket.Of(&w)
 	for now := int64(1); now < 100; now += 7 {
 		assert.True(t, b.AllowN(&p, now, 5))
 		d, _ := b.TakeN(&p, now, 1)
 		assert.True(t, d.Allowed)
 		_, _, ok := b.ReserveN(&p, now, 1, 0)
 		assert.True(t, ok)
-		assert.Equal(t, int64(0), b.TAT(), "Unlimited stored a state")
+		assert.Equal(t, int64(0), int64(w.Load()), "Unlimited stored a state")
 	}
 	assert.False(t, b.AllowN(&p, 1, -1), "n < 0 is denied even when unlimited")
 	lim := newLimiter(t, gcra.Unlimited, 1)
@@ -177,12 +179,13 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 		params, err := gcra.NewParams(lc.limit, lc.burst)
 		p := &params
 		require.NoError(t, err)
-		var b atomicbucket.Bucket
+		var w atomic.Uint64 // the bucket's word, read back to see what it stored
+		b := atomicbucket.Of(&w)
 		for i, at := range []time.Duration{0, 0, 50 * ms, 10 * ms} { // t0…t3, t3 jumps back
 			clk.Set(at)
 			now := clk.Now()
 			lim.AllowN(now, 1) // drain a token where there is one, so the state is not the zero one
-			before, tat := lim.PeekN(now, 1), b.TAT()
+			before, tat := lim.PeekN(now, 1), int64(w.Load())
 			assert.True(t, lim.AllowN(now, 0), "%s step %d: AllowN(0)", lc.name, i)
 			d := lim.TakeN(now, 0)
 			assert.True(t, d.Allowed, "%s step %d: DecideAt(0)", lc.name, i)
@@ -196,18 +199,18 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 			assert.Equal(t, before, lim.PeekN(now, 1), "%s step %d: nothing consumed", lc.name, i)
 
 			assert.True(t, b.AllowN(p, int64(at), 0))
-			assert.True(t, bucketDecide(&b, p, int64(at), 0).Allowed)
+			assert.True(t, bucketDecide(b, p, int64(at), 0).Allowed)
 			_, wait, ok := b.ReserveN(p, int64(at), 0, 0)
 			assert.True(t, ok)
 			assert.Zero(t, wait)
-			assert.Equal(t, tat, b.TAT(), "%s step %d: the bucket stored nothing", lc.name, i)
+			assert.Equal(t, tat, int64(w.Load()), "%s step %d: the bucket stored nothing", lc.name, i)
 
 			assert.True(t, k.AllowN("new", now, 0), "%s step %d: keyed AllowN(0)", lc.name, i)
 			assert.True(t, decideN(k, "new", now, 0).Allowed, "%s step %d: keyed DecideAt(0)", lc.name, i)
 			_, err = k.ReserveN("new", now, 0)
 			require.NoError(t, err)
 			require.NoError(t, k.WaitNWithTimer(context.Background(), "new", 0, nil))
-			assert.Zero(t, k.Len(), "%s step %d: n = 0 creates no key", lc.name, i)
+			assert.Zero(t, k.Stats().Keys, "%s step %d: n = 0 creates no key", lc.name, i)
 
 			assert.False(t, lim.AllowN(now, -1), "%s step %d: n < 0", lc.name, i)
 			assert.Equal(t, gcra.Never, lim.TakeN(now, -1).RetryAfter)

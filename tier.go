@@ -50,9 +50,3 @@ func (t *Tier) SetRule(spec Rule) error {
 	t.cur.Store(r)
 	return nil
 }
-
-// Quota describes the tier's current rule.
-func (t *Tier) Quota() Quota { return t.cur.Load().quota() }
-
-// String describes the tier's rule, e.g. "100/s, burst 10".
-func (t *Tier) String() string { return t.cur.Load().spec.String() }

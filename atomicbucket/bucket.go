@@ -206,10 +206,6 @@ type funcClock func() int64
 
 func (f funcClock) Now() int64 { return f() }
 
-// TAT returns the stored theoretical arrival time (ns on the bucket's time
-// base).
-func (b *Bucket) TAT() int64 { return int64(b.tat.Load()) }
-
 // cacheLine is the size the padding assumes: 64 bytes on amd64 and most arm64
 // cores. (xsync and the runtime use the same figure.)
 const cacheLine = 64

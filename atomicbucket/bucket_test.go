@@ -62,7 +62,7 @@ func TestBucketFollowsDecide(t *testing.T) {
 				}
 			}
 			tat = next
-			require.Equal(t, tat, b.TAT(), "step %d: state", i)
+			require.Equal(t, tat, atomicbucket.TAT(&b), "step %d: state", i)
 		}
 	}
 }
@@ -91,7 +91,7 @@ func TestZeroParamsDenyOnEveryPath(t *testing.T) {
 		assert.Equal(t, int64(gcra.Never), wait, "step %d: ReserveN's wait", i)
 		_, ok = p.Admit(0, s.now, s.n)
 		assert.False(t, ok, "step %d: Admit", i)
-		assert.Zero(t, b.TAT(), "step %d: nothing stored", i)
+		assert.Zero(t, atomicbucket.TAT(&b), "step %d: nothing stored", i)
 	}
 }
 

@@ -132,10 +132,10 @@ func TestSpoofingOnTheWire(t *testing.T) {
 			}
 		}
 		switch {
-		case !trust && (ok != 3 || lim.Len() != 1):
-			t.Errorf("untrusted loopback: %d admitted over %d keys, want 3 over the peer's one", ok, lim.Len())
-		case trust && (ok != 10 || lim.Len() != 10):
-			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Len())
+		case !trust && (ok != 3 || lim.Stats().Keys != 1):
+			t.Errorf("untrusted loopback: %d admitted over %d keys, want 3 over the peer's one", ok, lim.Stats().Keys)
+		case trust && (ok != 10 || lim.Stats().Keys != 10):
+			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Stats().Keys)
 		}
 	}
 }
@@ -204,7 +204,7 @@ func TestCertSubjectMTLS(t *testing.T) {
 		}
 	}
 	if d := stacktest.Peek(lim, "CN=client-a,O=atomiclimit test", 0); d.Remaining != 0 {
-		t.Errorf("the identity's key has %d left, want 0 (keys: %d)", d.Remaining, lim.Len())
+		t.Errorf("the identity's key has %d left, want 0 (keys: %d)", d.Remaining, lim.Stats().Keys)
 	}
 	// Without a verified chain: ErrNoKey.
 	if _, err := CertSubject(callCtxOnly("192.0.2.1:1"), ""); !errors.Is(err, ErrNoKey) {

@@ -69,7 +69,7 @@ func hkeyHash[K comparable](k hkey[K], _ uint64) uint64 { return k.hash }
 
 // New returns an empty map configured by opts.
 func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
-	cfg := config{shards: DefaultShards}
+	cfg := config{shards: defaultShards}
 	for _, o := range opts {
 		o(&cfg)
 	}

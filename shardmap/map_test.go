@@ -58,8 +58,8 @@ func TestShardCount(t *testing.T) {
 			t.Errorf("WithShards(%d): %d shards, want %d", tc.ask, got, tc.want)
 		}
 	}
-	if got := New[int, *int]().Shards(); got != DefaultShards {
-		t.Errorf("default: %d shards, want %d", got, DefaultShards)
+	if got := New[int, *int]().Shards(); got != defaultShards {
+		t.Errorf("default: %d shards, want %d", got, defaultShards)
 	}
 }
 
@@ -102,25 +102,35 @@ func TestRangeAndSweep(t *testing.T) {
 	if stopped != 10 {
 		t.Fatalf("Range went on after false: %d calls", stopped)
 	}
-	// One SweepNext per shard removes every even key exactly once.
+	// One incremental step per shard removes every even key exactly once.
 	even := func(k int, _ *int) bool { return k%2 == 0 }
 	visited, removed, shards := 0, 0, map[int]bool{}
 	for range m.Shards() {
-		s, v, r := m.SweepNext(even)
+		s := m.NextShard()
+		v, r := m.SweepShard(s, even)
 		shards[s] = true
 		visited += v
 		removed += r
 	}
 	if len(shards) != m.Shards() || visited != 1000 || removed != 500 || m.Len() != 500 {
-		t.Fatalf("SweepNext ×%d: shards %v, visited %d, removed %d, Len %d; want all shards, 1000, 500, 500",
+		t.Fatalf("SweepShard(NextShard()) ×%d: shards %v, visited %d, removed %d, Len %d; want all shards, 1000, 500, 500",
 			m.Shards(), shards, visited, removed, m.Len())
 	}
-	if r := m.Sweep(even); r != 0 {
-		t.Fatalf("second Sweep removed %d", r)
+	if r := sweepAll(m, even); r != 0 {
+		t.Fatalf("second sweep removed %d", r)
 	}
-	if r := m.Sweep(func(int, *int) bool { return true }); r != 500 || m.Len() != 0 {
-		t.Fatalf("Sweep(all) removed %d, Len %d", r, m.Len())
+	if r := sweepAll(m, func(int, *int) bool { return true }); r != 500 || m.Len() != 0 {
+		t.Fatalf("sweep of all removed %d, Len %d", r, m.Len())
 	}
+}
+
+// sweepAll sweeps every shard once and returns how many entries it removed.
+func sweepAll[K comparable, V comparable](m *Map[K, V], remove func(K, V) bool) (removed int) {
+	for i := range m.Shards() {
+		_, r := m.SweepShard(i, remove)
+		removed += r
+	}
+	return removed
 }
 
 // TestSweepKeepsReplacedValue: the predicate saw one value, the key was
@@ -129,7 +139,7 @@ func TestSweepKeepsReplacedValue(t *testing.T) {
 	m := New[string, *int](WithShards(1))
 	old, fresh := new(int), new(int)
 	m.LoadOrCreate("k", func() *int { return old })
-	removed := m.Sweep(func(k string, v *int) bool {
+	removed := sweepAll(m, func(k string, v *int) bool {
 		// Replace the entry between the predicate and the removal.
 		m.CompareAndDelete(k, v)
 		m.LoadOrCreate(k, func() *int { return fresh })
@@ -335,7 +345,7 @@ func TestPrehashedMap(t *testing.T) {
 	if seen != 4998 || m.Len() != 4998 {
 		t.Fatalf("Range saw %d, Len %d; want 4998", seen, m.Len())
 	}
-	if r := m.Sweep(func(netip.Prefix, *int) bool { return true }); r != 4998 || m.Len() != 0 {
+	if r := sweepAll(m, func(netip.Prefix, *int) bool { return true }); r != 4998 || m.Len() != 0 {
 		t.Fatalf("Sweep removed %d, Len %d", r, m.Len())
 	}
 	allocs := testing.AllocsPerRun(1000, func() { m.Load(key(3)) })

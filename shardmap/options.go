@@ -1,9 +1,9 @@
 package shardmap
 
-// DefaultShards is the number of shards New uses unless WithShards says
+// defaultShards is the number of shards New uses unless WithShards says
 // otherwise. Each empty shard costs about 2 KiB (xsync's smallest table), so
 // an empty map holds about 32 KiB; growth copies a 1/16 share at a time.
-const DefaultShards = 16
+const defaultShards = 16
 
 // An Option configures a Map.
 type Option func(*config)

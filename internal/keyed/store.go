@@ -80,7 +80,7 @@ type Config struct {
 	MaxKeys    int           // 0: no bound
 	Full       FullPolicy    // what a full limiter does when no key is idle
 	SweepEvery time.Duration // one background pass over all keys; ≤ 0: no sweeper
-	Shards     int           // 0: shardmap.DefaultShards
+	Shards     int           // 0: shardmap's default
 	Hook       EvictHook     // nil: none
 	HookName   string
 }
