@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -32,7 +33,14 @@ func TestFastPathInlines(t *testing.T) {
 	}
 }
 
-func goTool() string { return runtime.GOROOT() + "/bin/go" }
+// goTool is the go command that runs the tests: the one in the GOROOT the
+// toolchain reports, or the one on PATH.
+func goTool() string {
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		return strings.TrimSpace(string(out)) + "/bin/go"
+	}
+	return "go"
+}
 
 func devNull() string {
 	if runtime.GOOS == "windows" {

@@ -39,8 +39,8 @@ func BenchmarkKeyedSteps(b *testing.B) {
 	}{
 		{"allow", func(key string) bool { return k.Allow(key) }},
 		{"lookup", func(key string) bool { _, ok := k.m.Load(key); return ok }},
-		{"lookup+params", func(key string) bool { c, _ := k.m.Load(key); return (&c.rule().g) != nil }},
-		{"lookup+params+clock", func(key string) bool { c, _ := k.m.Load(key); return (&c.rule().g) != nil && k.src.Now() > 0 }},
+		{"lookup+params", func(key string) bool { c, _ := k.m.Load(key); return c.rule().g.Burst() > 0 }},
+		{"lookup+params+clock", func(key string) bool { c, _ := k.m.Load(key); return c.rule().g.Burst() > 0 && k.src.Now() > 0 }},
 		{"lookup+params+clock+cas", func(key string) bool {
 			c, _ := k.m.Load(key)
 			ok := c.bucket().AllowN(&c.rule().g, k.src.Now(), 1)

@@ -45,11 +45,11 @@ func TestKeyedTakeRefund(t *testing.T) {
 			clk.Advance(100 * time.Millisecond)
 
 			// One admission on both, then a second one on k only, refunded.
-			d, r, err := k.Take(ctx, "a", 1)
+			d, _, err := k.Take(ctx, "a", 1)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
-			require.Equal(t, decide(ref, "a", 1), d, "Take decides as Decide")
-			d, r, err = k.Take(ctx, "a", 1)
+			require.Equal(t, decide(ref, "a", 1), d, "Take decides as the reference does")
+			d, r, err := k.Take(ctx, "a", 1)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
 			ok, err := k.Refund(ctx, "a", 1, r)

@@ -22,10 +22,12 @@ import (
 //
 //	go test ./shardmap -run='^$' -bench=BytesPerKey -benchtime=1x
 func BenchmarkBytesPerKey(b *testing.B) {
+	//lint:ignore U1000 only the size of the type is read
 	type value struct {
 		word uint64
 		tier *int
 	}
+	//lint:ignore U1000 only the size of the type is read
 	type entry struct { // xsync's entryOf[string, *value]
 		key   string
 		value *value

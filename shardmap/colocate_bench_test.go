@@ -21,6 +21,7 @@ import (
 //	go test ./shardmap -run='^$' -bench=Colocated -cpu=1,2 -count=6
 func BenchmarkColocated(b *testing.B) {
 	const n = 1_000_000
+	//lint:ignore U1000 the tier pointer is there for the cell's size
 	type cell struct {
 		word atomic.Uint64
 		tier *int

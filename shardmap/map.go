@@ -102,10 +102,12 @@ func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
 // prehashFree reports whether a MapOf entry of an hkey[K] and a V takes no
 // more heap than one of a K and a V: both in the same size class.
 func prehashFree[K comparable, V comparable]() bool {
+	//lint:ignore U1000 only the size of the type is read
 	type entry struct {
 		k K
 		v V
 	}
+	//lint:ignore U1000 only the size of the type is read
 	type hentry struct {
 		k hkey[K]
 		v V

@@ -504,9 +504,10 @@ func TestRollingFloor(t *testing.T) {
 	p := mustRolling(t, 10, 4*s, s, 0, 0)
 	old := newWords(p)
 	require.True(t, p.Decide(old, int64(5*s), 10, false).Allowed) // slice 5 full
-	_, from, floor, idle := p.Idle(old, int64(8*s))
+	_, from, _, idle := p.Idle(old, int64(8*s))
 	require.False(t, idle, "slice 5 is in the window of slice 8")
 	require.Equal(t, int64(9*s), from)
+	var floor uint64
 	_, from, floor, idle = p.Idle(old, int64(9*s))
 	require.True(t, idle)
 	require.Equal(t, int64(9*s), from)
