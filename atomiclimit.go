@@ -13,7 +13,23 @@
 // admitted at once). NewKeyedRule and NewRule take any Rule: GCRA, a fixed
 // window (aligned to the limiter, to UTC, or anchored at each key's first
 // request), a sliding-window counter, an exact sliding log, a rolling window
-// kept in slices, or several of them at once (Bands).
+// kept in slices, or several of them at once (Bands). Keyed limits each key;
+// Limiter is one limit, as x/time/rate's.
+//
+// # One grammar
+//
+//	Allow(key)              one event now: admitted?
+//	Take(ctx, key, n)       n events now: the whole Decision, and a Receipt
+//	Peek(ctx, key, n)       what Take would decide, taking nothing
+//	Refund(ctx, key, n, r)  gives back what Take took (another limit denied)
+//	Reserve, Wait           pacing: tokens due later, or block until due
+//
+// A name ending in N takes the time and the count, as x/time/rate's
+// AllowN(t, n) (AllowN, TakeN, PeekN, ReserveN; WaitN takes the count); one
+// ending in At takes only the time (SweepAt, CancelAt). The others read the
+// limiter's clock. Every limiter and door speaks it: Limiter without the
+// key, httplimit and grpclimit through KeyedLimiter (Take, Peek, Refund),
+// redislimit in Redis.
 //
 // # Choosing a rule
 //
@@ -27,16 +43,16 @@
 //	Rolling          Q in every run of W/P aligned slices    8·(W/P + 1) B
 //	Bands            every band's own bound                  the bands' sum
 //
-// Figures per algorithm (ns per decision, heap per key) are in the README
-// and bench/BENCHMARKS.md, with the commands that measured them.
+// What each costs in ns per decision and bytes per key, beside the other Go
+// limiters, is in bench/BENCHMARKS.md, with the commands that measured it.
 //
 // # Time
 //
-// Every decision method has a form that takes the time (AllowN, DecideAt,
-// PeekAt, SweepAt); the plain form is shorthand for it at the limiter's
-// clock. Times are nanoseconds since the limiter's epoch on the monotonic
-// clock by default, so wall-clock steps change nothing. A stale or backward
-// time can only make a decision stricter: no state ever moves back.
+// Times are nanoseconds since the limiter's epoch on the monotonic clock by
+// default, so wall-clock steps change nothing; WithClock injects a clock
+// (ManualClock for tests), WithCoarseClock a cheaper cached one. A stale or
+// backward time can only make a decision stricter: no state ever moves
+// back, but for a Refund, which gives back no more than the admission took.
 package atomiclimit
 
 import (

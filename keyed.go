@@ -24,6 +24,8 @@ import (
 // of its tier's rule, except that a request stamped before the time of a
 // state the limiter removed is decided as at that time (stricter, never
 // looser; see "Idle keys and exact eviction"). It is safe for concurrent use.
+// Its methods follow the package's grammar (Allow, Take, Peek, Refund,
+// Reserve, Wait, and their …N forms).
 //
 // The hot path for a key already present is one lock-free map lookup, one
 // clock read, two pointer loads (the key's tier and its rule), the rule's
@@ -343,7 +345,7 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 // refused decides a request at now for a new key that the full limiter has
 // no room for, and counts it. An Unlimited key needs no state and is
 // admitted; any other is denied with RetryAfter and TokenAfter the time
-// until the limiter can take it (see Decide), gcra.Never for DenyAll.
+// until the limiter can take it (see Take), gcra.Never for DenyAll.
 func (k *Keyed[K]) refused(key K, now int64, n int) gcra.Decision {
 	r := k.tierFor(key).cur.Load()
 	if r.gcra && r.g.IsUnlimited() && n >= 0 {

@@ -44,10 +44,14 @@ func WithMaxKeys(n int, policy FullPolicy) Option {
 }
 
 // WithSweepInterval sets how long the background sweeper takes for one pass
-// over every key: it wakes every d/shards and sweeps one shard, removing the
-// keys that are idle (TAT ≤ now, a full bucket); the step is at least 1 ms,
-// so a d below shards·1 ms takes shards·1 ms. d ≤ 0 starts no sweeper; Sweep
-// still removes idle keys on demand.
+// over every key (default one minute): it wakes every d/shards and sweeps
+// one shard, removing the keys that are idle (no later decision could tell
+// them from a new key); the step is at least 1 ms, so a d below shards·1 ms
+// takes shards·1 ms. A shorter d frees idle keys' memory sooner and costs
+// more CPU: a pass takes a few cache misses per key, and while every P of
+// the process is busy the sweeper runs only by preempting one of them. d ≤ 0
+// starts no sweeper; Sweep still removes idle keys on demand, and a full
+// limiter removes them when it needs room.
 func WithSweepInterval(d time.Duration) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.SweepEvery = d
@@ -56,7 +60,10 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // WithShards sets the number of shards of a Keyed limiter's map (rounded up
-// to a power of two; default 16).
+// to a power of two; default 16). A map without a key bound grows by
+// doubling one shard's table at a time, and the requests for new keys of
+// that shard wait for the copy: more shards make each copy smaller. Each
+// shard holds about 3 KiB when empty. WithMaxKeys avoids growth altogether.
 func WithShards(n int) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.Shards = n

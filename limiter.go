@@ -12,9 +12,10 @@ import (
 )
 
 // A Limiter is a single-key limiter under one rule, with x/time/rate's
-// vocabulary: Allow, Decide, Peek, and for GCRA Reserve and Wait, each with
-// an …N or …At form that takes the time. Its state is one PaddedBucket (a
-// rule wider than one word keeps its words beside it); for GCRA the hot path
+// vocabulary: Allow, Take, Peek, and for GCRA Reserve and Wait, each with an
+// …N form that takes the time and the count. Its state is one word alone on
+// a cache line, as an atomicbucket.PaddedBucket (a rule wider than one word
+// keeps its words beside it); for GCRA the hot path
 // is one clock read, one load and, for an admission, one CompareAndSwap. It
 // is safe for concurrent use.
 //
