@@ -18,7 +18,7 @@ import (
 //	benchstat -col /impl new.txt
 func BenchmarkBucket(b *testing.B) {
 	allow, _ := gcra.NewParams(gcra.Every(time.Nanosecond), 1<<30) // admits every call
-	deny, _ := gcra.NewParams(gcra.Every(time.Hour), 1)             // denies once drained
+	deny, _ := gcra.NewParams(gcra.Every(time.Hour), 1)            // denies once drained
 	for _, path := range []string{"allow", "deny"} {
 		p := &allow
 		if path == "deny" {
