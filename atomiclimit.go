@@ -84,16 +84,16 @@ func New(limit Limit, burst int, opts ...Option) (*Limiter, error) {
 func Per(n int, period time.Duration) Limit { return gcra.Per(n, period) }
 
 // PerSecond returns n events per second.
-func PerSecond(n int) Limit { return gcra.PerSecond(n) }
+func PerSecond(n int) Limit { return gcra.Per(n, time.Second) }
 
 // PerMinute returns n events per minute.
-func PerMinute(n int) Limit { return gcra.PerMinute(n) }
+func PerMinute(n int) Limit { return gcra.Per(n, time.Minute) }
 
 // PerHour returns n events per hour.
-func PerHour(n int) Limit { return gcra.PerHour(n) }
+func PerHour(n int) Limit { return gcra.Per(n, time.Hour) }
 
 // PerDay returns n events per 24 hours.
-func PerDay(n int) Limit { return gcra.PerDay(n) }
+func PerDay(n int) Limit { return gcra.Per(n, 24*time.Hour) }
 
 // Every returns one event per d.
 func Every(d time.Duration) Limit { return gcra.Every(d) }

@@ -20,7 +20,7 @@ import (
 func TestBandsRefundUnderContention(t *testing.T) {
 	const workers, calls, quota = 8, 300, 100_000
 	for run := range 20 {
-		k, err := atomiclimit.NewKeyedRule[string](atomiclimit.Bands(atomiclimit.GCRA(gcra.PerDay(quota), quota), atomiclimit.FixedWindow(5, time.Hour)),
+		k, err := atomiclimit.NewKeyedRule[string](atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(quota, 24*time.Hour), quota), atomiclimit.FixedWindow(5, time.Hour)),
 			atomiclimit.WithSweepInterval(0))
 		require.NoError(t, err)
 		var served sync.WaitGroup

@@ -40,7 +40,7 @@ type bandsStep struct {
 func TestBandsTimeline(t *testing.T) {
 	const ms = time.Millisecond
 	clk := newFakeClock()
-	l := newBands(t, clk, atomiclimit.GCRA(gcra.PerSecond(2), 2), atomiclimit.FixedWindow(5, 10*time.Second))
+	l := newBands(t, clk, atomiclimit.GCRA(gcra.Per(2, time.Second), 2), atomiclimit.FixedWindow(5, 10*time.Second))
 	for i, s := range []bandsStep{
 		{at: 0, n: 1, ok: true, remaining: 1},
 		{at: 0, n: 1, ok: true, remaining: 0},
@@ -65,7 +65,7 @@ func TestBandsTimeline(t *testing.T) {
 func TestBandsDenialTakesNothing(t *testing.T) {
 	clk := newFakeClock()
 	l := newBands(t, clk,
-		atomiclimit.GCRA(gcra.PerSecond(1), 3),
+		atomiclimit.GCRA(gcra.Per(1, time.Second), 3),
 		atomiclimit.FixedWindow(10, time.Minute),
 		atomiclimit.SlidingCounter(10, time.Minute),
 		atomiclimit.FixedWindow(1, 100*time.Millisecond))
@@ -88,33 +88,33 @@ func TestBandsErrors(t *testing.T) {
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	many := make([]atomiclimit.Rule, algo.MaxBands+1)
 	for i := range many {
-		many[i] = atomiclimit.GCRA(gcra.PerSecond(1), 1)
+		many[i] = atomiclimit.GCRA(gcra.Per(1, time.Second), 1)
 	}
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(many...))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(many[:algo.MaxBands]...))
 	assert.NoError(t, err, "MaxBands bands are allowed")
-	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.SlidingLog(3, time.Second), atomiclimit.GCRA(gcra.PerSecond(1), 1)))
+	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.SlidingLog(3, time.Second), atomiclimit.GCRA(gcra.Per(1, time.Second), 1)))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.SlidingLog(3, time.Second), atomiclimit.SlidingLog(3, time.Minute)))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
-	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.GCRA(gcra.PerSecond(1), 0)))
+	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.GCRA(gcra.Per(1, time.Second), 0)))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	assert.ErrorIs(t, err, gcra.ErrInvalidBurst)
 	assert.Contains(t, err.Error(), "atomiclimit: ")
 	assert.Contains(t, err.Error(), "band 1")
-	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.SlidingCounter(1<<20, time.Second)))
+	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.SlidingCounter(1<<20, time.Second)))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	assert.ErrorIs(t, err, gcra.ErrOverflow)
-	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.Rule{}))
+	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.Rule{}))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.Rule{}))
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Every(time.Microsecond), 2), atomiclimit.FixedWindow(10, time.Hour)), atomiclimit.WithCoarseClock())
 	assert.ErrorIs(t, err, atomiclimit.ErrOption)
-	l, err := atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(10), 100), atomiclimit.FixedWindowUTC(10, time.Hour, 0)), atomiclimit.WithCoarseClock())
+	l, err := atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(10, time.Second), 100), atomiclimit.FixedWindowUTC(10, time.Hour, 0)), atomiclimit.WithCoarseClock())
 	require.NoError(t, err)
 	assert.True(t, l.Allow())
 	_, err = atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Every(time.Microsecond), 2)), atomiclimit.WithCoarseClock())
@@ -125,7 +125,7 @@ func TestBandsErrors(t *testing.T) {
 // still wrap ErrInvalidRule as well as its own sentinel, as ErrInvalidRule
 // documents (and as the old package's ErrInvalidBand did for one band).
 func TestBandsOneInvalidBandWrapsErrInvalidRule(t *testing.T) {
-	_, err := atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(1), 0)))
+	_, err := atomiclimit.NewRule(atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(1, time.Second), 0)))
 	assert.ErrorIs(t, err, gcra.ErrInvalidBurst)
 	assert.ErrorIs(t, err, atomiclimit.ErrInvalidRule, "Bands(one invalid band): %v", err)
 	_, err = atomiclimit.NewKeyedRule[int](atomiclimit.Bands(atomiclimit.FixedWindow(0, time.Second)))
@@ -194,7 +194,7 @@ func TestBandsMatchReference(t *testing.T) {
 
 func TestBandsAllocateNothing(t *testing.T) {
 	l, err := atomiclimit.NewRule(atomiclimit.Bands(
-		atomiclimit.GCRA(gcra.PerSecond(20), 20),
+		atomiclimit.GCRA(gcra.Per(20, time.Second), 20),
 		atomiclimit.FixedWindowUTC(1000, time.Hour, 0),
 		atomiclimit.SlidingCounter(10000, 24*time.Hour),
 		atomiclimit.SlidingLog(100, time.Minute),
@@ -220,7 +220,7 @@ func TestLogBandPeekMatchesDecide(t *testing.T) {
 	timeline := []time.Duration{0, 0, 400 * ms, 999 * ms, time.Second, 1300 * ms, 1400 * ms, 500 * ms, 1800 * ms, 5 * time.Second}
 	for name, rules := range map[string][]atomiclimit.Rule{
 		"log":      {atomiclimit.SlidingLog(3, time.Second)},
-		"gcra+log": {atomiclimit.GCRA(gcra.PerSecond(100), 50), atomiclimit.SlidingLog(3, time.Second)},
+		"gcra+log": {atomiclimit.GCRA(gcra.Per(100, time.Second), 50), atomiclimit.SlidingLog(3, time.Second)},
 		"log N=1":  {atomiclimit.SlidingLog(1, time.Second)},
 	} {
 		clk := newFakeClock()
@@ -240,7 +240,7 @@ func TestLogBandPeekMatchesDecide(t *testing.T) {
 // n = 0 is a peek under bands too: admitted by every band kind (a log band
 // included), counting nothing, creating no key.
 func TestBandsZeroNIsAnAdmittedPeek(t *testing.T) {
-	rules := []atomiclimit.Rule{atomiclimit.GCRA(gcra.PerSecond(10), 2), atomiclimit.FixedWindow(2, time.Second),
+	rules := []atomiclimit.Rule{atomiclimit.GCRA(gcra.Per(10, time.Second), 2), atomiclimit.FixedWindow(2, time.Second),
 		atomiclimit.SlidingCounter(2, time.Second), atomiclimit.SlidingLog(2, time.Second)}
 	clk := newFakeClock()
 	l := newBands(t, clk, rules...)

@@ -80,13 +80,13 @@ func TestCoarseClockStalledTicker(t *testing.T) {
 func TestCoarseClockSmallBucketIsRejected(t *testing.T) {
 	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.Every(time.Millisecond), 1), atomiclimit.WithCoarseClock())
 	assert.ErrorIs(t, err, atomiclimit.ErrOption)
-	_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1_000_000), 1000), atomiclimit.WithCoarseClock())
+	_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.Per(1_000_000, time.Second), 1000), atomiclimit.WithCoarseClock())
 	assert.ErrorIs(t, err, atomiclimit.ErrOption, "(1000−1)·1µs < 1ms")
 	assert.Contains(t, err.Error(), "at least 1001")
-	lim, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1_000_000), 1001), atomiclimit.WithCoarseClock())
+	lim, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.Per(1_000_000, time.Second), 1001), atomiclimit.WithCoarseClock())
 	require.NoError(t, err)
-	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(100), 1)), atomiclimit.ErrOption)
-	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(100), 2)), "(2−1)·10ms ≥ 1ms")
+	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.Per(100, time.Second), 1)), atomiclimit.ErrOption)
+	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.Per(100, time.Second), 2)), "(2−1)·10ms ≥ 1ms")
 	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.Unlimited, 0)))
 	assert.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.DenyAll, 0)))
 	_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.Every(time.Millisecond), 1)) // the default clock has no such limit
@@ -117,7 +117,7 @@ func drain(l *atomiclimit.Limiter) int64 {
 // The process-wide ticker runs while a coarse limiter is reachable and stops
 // once the last one has been collected.
 func TestCoarseClockStopsWhenUnused(t *testing.T) {
-	lim := newLimiter(t, gcra.PerSecond(1000), 2, atomiclimit.WithCoarseClock())
+	lim := newLimiter(t, gcra.Per(1000, time.Second), 2, atomiclimit.WithCoarseClock())
 	require.True(t, lim.Allow())
 	require.True(t, atomiclimit.CoarseRunning())
 	runtime.KeepAlive(lim)

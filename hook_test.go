@@ -71,7 +71,7 @@ func TestKeyedHook(t *testing.T) {
 			decide(k, key, 1)
 		}
 	}))
-	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithHook("api", h.hook()))
+	_, err := atomiclimit.NewRule(atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithHook("api", h.hook()))
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
 }
 

@@ -144,7 +144,7 @@ func BenchmarkKeyed(b *testing.B) {
 func BenchmarkKeyedInsert(b *testing.B) {
 	for _, shards := range []int{1, 16} {
 		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
-			k, err := atomiclimit.NewKeyedRule[uint64](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0), atomiclimit.WithShards(shards))
+			k, err := atomiclimit.NewKeyedRule[uint64](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0), atomiclimit.WithShards(shards))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -182,7 +182,7 @@ func BenchmarkKeyedMemory(b *testing.B) {
 			var perKey float64
 			for range b.N {
 				before := heapInUse()
-				k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0))
+				k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0))
 				for _, key := range benchKeyNames[:n] {
 					k.Allow(key)
 				}
@@ -201,14 +201,14 @@ func BenchmarkKeyedMemory(b *testing.B) {
 	}
 	builds := []build{
 		{"impl=keyed/key=string", func() any {
-			k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0))
+			k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0))
 			for _, key := range benchKeyNames {
 				k.Allow(key)
 			}
 			return k
 		}},
 		{"impl=keyed-1-shard/key=string", func() any {
-			k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0), atomiclimit.WithShards(1))
+			k, _ := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0), atomiclimit.WithShards(1))
 			for _, key := range benchKeyNames {
 				k.Allow(key)
 			}
@@ -222,14 +222,14 @@ func BenchmarkKeyedMemory(b *testing.B) {
 			return m
 		}},
 		{"impl=keyed/key=prefix", func() any {
-			k, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0))
+			k, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0))
 			for _, key := range prefixes {
 				k.Allow(key)
 			}
 			return k
 		}},
 		{"impl=keyed/key=uint64", func() any {
-			k, _ := atomiclimit.NewKeyedRule[uint64](atomiclimit.GCRA(gcra.PerSecond(10), 10), atomiclimit.WithSweepInterval(0))
+			k, _ := atomiclimit.NewKeyedRule[uint64](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), atomiclimit.WithSweepInterval(0))
 			for i := range uint64(benchKeys) {
 				k.Allow(i)
 			}
@@ -292,7 +292,7 @@ func BenchmarkKeyedGrowth(b *testing.B) {
 				var h latency.Histogram
 				for range b.N {
 					opts := append([]atomiclimit.Option{atomiclimit.WithSweepInterval(0)}, cfg.opts...)
-					k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(10), 10), opts...)
+					k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(10, time.Second), 10), opts...)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -484,7 +484,7 @@ func BenchmarkKeyedFullScan(b *testing.B) {
 	b.Run(fmt.Sprintf("keys=%d", benchKeys), func(b *testing.B) {
 		var h latency.Histogram
 		for range b.N {
-			k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerHour(1), 1),
+			k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Hour), 1),
 				atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(benchKeys, atomiclimit.RejectNew))
 			if err != nil {
 				b.Fatal(err)

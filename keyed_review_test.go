@@ -95,8 +95,8 @@ func TestKeyedRefusedTiers(t *testing.T) {
 
 // SetKeyLimit and ClearKeyLimit on absent keys insert nothing.
 func TestKeyedKeyLimitInsertsNothing(t *testing.T) {
-	k := newKeyed[string](t, gcra.PerSecond(1), 1, atomiclimit.WithSweepInterval(0))
-	require.NoError(t, k.SetKeyRule("x", atomiclimit.GCRA(gcra.PerSecond(1), 5)))
+	k := newKeyed[string](t, gcra.Per(1, time.Second), 1, atomiclimit.WithSweepInterval(0))
+	require.NoError(t, k.SetKeyRule("x", atomiclimit.GCRA(gcra.Per(1, time.Second), 5)))
 	k.ClearKeyRule("y")
 	require.Equal(t, 0, k.Stats().Keys)
 	require.Zero(t, k.Stats().Created)

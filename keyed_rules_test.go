@@ -161,7 +161,7 @@ func TestKeyedSetRuleOnLiveStates(t *testing.T) {
 // per call for GCRA), and neither does a cost-0 request for a new key,
 // which peeks.
 func TestKeyedPeekAbsentKeyAllocatesNothing(t *testing.T) {
-	for _, r := range []atomiclimit.Rule{atomiclimit.GCRA(gcra.PerSecond(10), 5), atomiclimit.FixedWindow(5, time.Second), atomiclimit.SlidingCounter(5, time.Second)} {
+	for _, r := range []atomiclimit.Rule{atomiclimit.GCRA(gcra.Per(10, time.Second), 5), atomiclimit.FixedWindow(5, time.Second), atomiclimit.SlidingCounter(5, time.Second)} {
 		k, err := atomiclimit.NewKeyedRule[int](r, atomiclimit.WithSweepInterval(0))
 		require.NoError(t, err)
 		now := time.Now()

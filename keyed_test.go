@@ -137,26 +137,26 @@ func TestKeyedRetiredCellIsReplaced(t *testing.T) {
 }
 
 func TestKeyedOptions(t *testing.T) {
-	_, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithMaxKeys(-1, atomiclimit.RejectNew))
+	_, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithMaxKeys(-1, atomiclimit.RejectNew))
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
-	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithMaxKeys(1, atomiclimit.FullPolicy(9)))
+	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithMaxKeys(1, atomiclimit.FullPolicy(9)))
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
-	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1), 0))
+	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 0))
 	require.ErrorIs(t, err, gcra.ErrInvalidBurst)
-	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1000000), 2), atomiclimit.WithCoarseClock())
+	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1000000, time.Second), 2), atomiclimit.WithCoarseClock())
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
 	for _, o := range []atomiclimit.Option{
 		atomiclimit.WithMaxKeys(5, atomiclimit.RejectNew),
 		atomiclimit.WithSweepInterval(time.Second),
 		atomiclimit.WithShards(4),
 	} {
-		_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.PerSecond(1), 1), o)
+		_, err = atomiclimit.NewRule(atomiclimit.GCRA(gcra.Per(1, time.Second), 1), o)
 		require.ErrorIs(t, err, atomiclimit.ErrOption)
 		require.Contains(t, err.Error(), "atomiclimit: ")
 	}
-	k := newKeyed[int](t, gcra.PerSecond(10), 5)
+	k := newKeyed[int](t, gcra.Per(10, time.Second), 5)
 	require.Equal(t, "10/s, burst 5", k.Quota(0).String)
-	require.ErrorIs(t, k.SetRule(atomiclimit.GCRA(gcra.PerSecond(-1), 1)), gcra.ErrInvalidLimit)
+	require.ErrorIs(t, k.SetRule(atomiclimit.GCRA(gcra.Per(-1, time.Second), 1)), gcra.ErrInvalidLimit)
 	require.Equal(t, "10/s, burst 5", k.Quota(0).String, "a failed SetLimit changes nothing")
 }
 
@@ -277,7 +277,7 @@ func TestKeyedTiers(t *testing.T) {
 	require.Equal(t, 2, drainKey(k, "p1", clk.Now()))
 	require.NoError(t, k.SetRule(atomiclimit.GCRA(gcra.Every(time.Second), 3)))
 	require.Equal(t, 3, drainKey(k, "free", clk.Now()))
-	require.ErrorIs(t, premium.SetRule(atomiclimit.GCRA(gcra.PerSecond(1), 0)), gcra.ErrInvalidBurst)
+	require.ErrorIs(t, premium.SetRule(atomiclimit.GCRA(gcra.Per(1, time.Second), 0)), gcra.ErrInvalidBurst)
 
 	// A key's own limit, set while present, while absent, and after removal.
 	clk.Advance(10 * time.Second)
@@ -306,7 +306,7 @@ func drainKey[K comparable](k *atomiclimit.Keyed[K], key K, now time.Time) int {
 // Decisions on keys that are present allocate nothing, for string and
 // integer keys, admitting and denying.
 func TestKeyedAllocatesNothing(t *testing.T) {
-	ks := newKeyed[string](t, gcra.PerSecond(1000000), 1000)
+	ks := newKeyed[string](t, gcra.Per(1000000, time.Second), 1000)
 	ki := newKeyed[uint64](t, gcra.Every(time.Hour), 1)
 	keys := []string{"alpha", "beta", "gamma-123456789"}
 	for _, key := range keys {
@@ -397,7 +397,7 @@ func TestKeyedBackgroundSweeper(t *testing.T) {
 }
 
 func abandonKeyed(t *testing.T) <-chan struct{} {
-	k, err := atomiclimit.NewKeyedRule[int](atomiclimit.GCRA(gcra.PerSecond(1), 1), atomiclimit.WithSweepInterval(time.Hour))
+	k, err := atomiclimit.NewKeyedRule[int](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithSweepInterval(time.Hour))
 	require.NoError(t, err)
 	k.Allow(1)
 	return k.SweeperDone()

@@ -30,7 +30,7 @@ import (
 func BenchmarkKeyedFirstTouch(b *testing.B) {
 	keyNames()
 	newLimiter := func() *atomiclimit.Keyed[string] {
-		k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(10), 10),
+		k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(10, time.Second), 10),
 			atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(benchKeys, atomiclimit.RejectNew))
 		if err != nil {
 			b.Fatal(err)

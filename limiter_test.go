@@ -22,11 +22,11 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		want  error
 	}{
 		{gcra.Limit{}, 1, gcra.ErrInvalidLimit},
-		{gcra.PerSecond(-1), 1, gcra.ErrInvalidLimit},
+		{gcra.Per(-1, time.Second), 1, gcra.ErrInvalidLimit},
 		{gcra.Rate(math.NaN()), 1, gcra.ErrInvalidLimit},
 		{gcra.Per(10, 5*time.Nanosecond), 1, gcra.ErrRateTooHigh},
-		{gcra.PerSecond(1), 0, gcra.ErrInvalidBurst},
-		{gcra.PerDay(1), 1 << 30, gcra.ErrOverflow},
+		{gcra.Per(1, time.Second), 0, gcra.ErrInvalidBurst},
+		{gcra.Per(1, 24*time.Hour), 1 << 30, gcra.ErrOverflow},
 	} {
 		lim, err := atomiclimit.NewRule(atomiclimit.GCRA(tc.limit, tc.burst))
 		assert.ErrorIs(t, err, tc.want, "%v burst %d", tc.limit, tc.burst)
@@ -38,7 +38,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 // time t (ms) and what it must return.
 func TestLimiterTimeline(t *testing.T) {
 	clk := newFakeClock()
-	lim := newLimiter(t, gcra.PerSecond(100), 3, atomiclimit.WithClock(clk)) // T 10ms
+	lim := newLimiter(t, gcra.Per(100, time.Second), 3, atomiclimit.WithClock(clk)) // T 10ms
 	at := func(msec int64) time.Time { return clk.At(time.Duration(msec) * time.Millisecond) }
 	ms := time.Millisecond
 
@@ -83,21 +83,21 @@ func TestLimiterUnlimitedAndDenyAll(t *testing.T) {
 
 func TestSetLimitKeepsTheTAT(t *testing.T) {
 	clk := newFakeClock()
-	lim := newLimiter(t, gcra.PerSecond(10), 10, atomiclimit.WithClock(clk)) // T 100ms, span 1s
+	lim := newLimiter(t, gcra.Per(10, time.Second), 10, atomiclimit.WithClock(clk)) // T 100ms, span 1s
 	assert.Equal(t, "10/s, burst 10", lim.Quota().String)
 	for i := 0; i < 10; i++ {
 		require.True(t, lim.Allow())
 	}
 	// Drained: 1s until full. At 1/s with burst 5 (span 5s) the same 1s of
 	// debt leaves floor((5s − 1s)/1s) = 4 tokens.
-	require.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(1), 5)))
+	require.NoError(t, lim.SetRule(atomiclimit.GCRA(gcra.Per(1, time.Second), 5)))
 	assert.Equal(t, 4, lim.Peek(0).Remaining)
 	assert.Equal(t, 5*time.Second, lim.Quota().Window)
 	assert.Equal(t, "1/s, burst 5", lim.Quota().String)
 
 	// A bad limit changes nothing.
-	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(0), 5)), gcra.ErrInvalidLimit)
-	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(1), 0)), gcra.ErrInvalidBurst)
+	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.Per(0, time.Second), 5)), gcra.ErrInvalidLimit)
+	assert.ErrorIs(t, lim.SetRule(atomiclimit.GCRA(gcra.Per(1, time.Second), 0)), gcra.ErrInvalidBurst)
 	assert.Equal(t, "1/s, burst 5", lim.Quota().String)
 
 	// To deny everything from now on, and back.
@@ -172,7 +172,7 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 		name  string
 		limit gcra.Limit
 		burst int
-	}{{"finite", gcra.PerSecond(10), 2}, {"deny-all", gcra.DenyAll, 0}, {"unlimited", gcra.Unlimited, 0}} {
+	}{{"finite", gcra.Per(10, time.Second), 2}, {"deny-all", gcra.DenyAll, 0}, {"unlimited", gcra.Unlimited, 0}} {
 		clk := newFakeClock()
 		lim := newLimiter(t, lc.limit, lc.burst, atomiclimit.WithClock(clk))
 		k := newKeyed[string](t, lc.limit, lc.burst, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))

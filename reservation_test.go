@@ -16,7 +16,7 @@ import (
 
 func TestReserveAndCancel(t *testing.T) {
 	clk := newFakeClock()
-	lim := newLimiter(t, gcra.PerSecond(10), 2, atomiclimit.WithClock(clk)) // T 100ms
+	lim := newLimiter(t, gcra.Per(10, time.Second), 2, atomiclimit.WithClock(clk)) // T 100ms
 	ms := time.Millisecond
 
 	var rs []*atomiclimit.Reservation
@@ -82,7 +82,7 @@ func TestReserveAndCancel(t *testing.T) {
 }
 
 func TestReserveErrors(t *testing.T) {
-	lim := newLimiter(t, gcra.PerSecond(10), 2)
+	lim := newLimiter(t, gcra.Per(10, time.Second), 2)
 	for _, tc := range []struct {
 		n    int
 		want error
@@ -123,7 +123,7 @@ func (m *manualTimer) new(d time.Duration) (<-chan time.Time, func() bool) {
 
 func TestWaitFiresAfterTheDelay(t *testing.T) {
 	clk := newFakeClock()
-	lim := newLimiter(t, gcra.PerSecond(10), 1, atomiclimit.WithClock(clk))
+	lim := newLimiter(t, gcra.Per(10, time.Second), 1, atomiclimit.WithClock(clk))
 	require.True(t, lim.Allow())
 
 	mt := newManualTimer()
@@ -138,7 +138,7 @@ func TestWaitFiresAfterTheDelay(t *testing.T) {
 
 func TestWaitCancelledRefunds(t *testing.T) {
 	clk := newFakeClock()
-	lim := newLimiter(t, gcra.PerSecond(10), 1, atomiclimit.WithClock(clk))
+	lim := newLimiter(t, gcra.Per(10, time.Second), 1, atomiclimit.WithClock(clk))
 	require.True(t, lim.Allow())
 	before := lim.Peek(1)
 
@@ -158,7 +158,7 @@ func TestWaitFailsAtOnce(t *testing.T) {
 	// The fake clock runs an hour ahead of the real one, so a deadline in
 	// its terms is in the future for the context too.
 	clk := &fakeClock{base: time.Now().Add(time.Hour).Round(0)}
-	lim := newLimiter(t, gcra.PerSecond(10), 2, atomiclimit.WithClock(clk))
+	lim := newLimiter(t, gcra.Per(10, time.Second), 2, atomiclimit.WithClock(clk))
 	noTimer := func(time.Duration) (<-chan time.Time, func() bool) {
 		t.Fatal("no timer may be created")
 		return nil, nil
@@ -244,8 +244,8 @@ func TestWaitPastDeadlineConsumesNothing(t *testing.T) {
 			// An hour ahead of the real clock: the context itself is not yet
 			// done, only the limiter's clock has passed its deadline.
 			clk := &fakeClock{base: time.Now().Add(time.Hour).Round(0)}
-			lim := newLimiter(t, gcra.PerSecond(10), 3, atomiclimit.WithClock(clk))
-			k := newKeyed[string](t, gcra.PerSecond(10), 3, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
+			lim := newLimiter(t, gcra.Per(10, time.Second), 3, atomiclimit.WithClock(clk))
+			k := newKeyed[string](t, gcra.Per(10, time.Second), 3, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
 			if tc.used > 0 { // t0
 				require.True(t, lim.AllowN(clk.Now(), tc.used))
 				require.True(t, k.AllowN("a", clk.Now(), tc.used))

@@ -13,7 +13,7 @@ import (
 
 // algo.SpecOf hands back exactly what each constructor was given.
 func TestSpecOf(t *testing.T) {
-	g := algo.Spec{Kind: algo.KindGCRA, Limit: gcra.PerSecond(10), Burst: 3}
+	g := algo.Spec{Kind: algo.KindGCRA, Limit: gcra.Per(10, time.Second), Burst: 3}
 	fixed := algo.Spec{Kind: algo.KindFixed, N: 5, Period: time.Minute}
 	utc := algo.Spec{Kind: algo.KindFixed, N: 7, Period: time.Hour, UTC: true, Offset: 15 * time.Minute}
 	anchored := algo.Spec{Kind: algo.KindAnchored, N: 4, Period: time.Second}
@@ -24,14 +24,14 @@ func TestSpecOf(t *testing.T) {
 		rule atomiclimit.Rule
 		want algo.Spec
 	}{
-		{atomiclimit.GCRA(gcra.PerSecond(10), 3), g},
+		{atomiclimit.GCRA(gcra.Per(10, time.Second), 3), g},
 		{atomiclimit.FixedWindow(5, time.Minute), fixed},
 		{atomiclimit.FixedWindowUTC(7, time.Hour, 15*time.Minute), utc},
 		{atomiclimit.AnchoredWindow(4, time.Second), anchored},
 		{atomiclimit.SlidingCounter(100, time.Minute), counter},
 		{atomiclimit.SlidingLog(60, time.Minute), log},
 		{atomiclimit.Rolling(1000, 24*time.Hour, time.Hour, 100), rolling},
-		{atomiclimit.Bands(atomiclimit.GCRA(gcra.PerSecond(10), 3), atomiclimit.SlidingLog(60, time.Minute)),
+		{atomiclimit.Bands(atomiclimit.GCRA(gcra.Per(10, time.Second), 3), atomiclimit.SlidingLog(60, time.Minute)),
 			algo.Spec{Kind: algo.KindBands, Bands: []algo.Spec{g, log}}},
 		{atomiclimit.Rule{}, algo.Spec{}},
 	} {

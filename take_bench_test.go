@@ -3,6 +3,7 @@ package atomiclimit_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -15,7 +16,7 @@ import (
 //	go test . -run='^$' -bench='KeyedTake' -count=10
 func BenchmarkKeyedTake(b *testing.B) {
 	ctx := context.Background()
-	k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.PerSecond(1_000_000_000), 100), atomiclimit.WithSweepInterval(0))
+	k, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1_000_000_000, time.Second), 100), atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		b.Fatal(err)
 	}

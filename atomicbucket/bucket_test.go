@@ -19,7 +19,7 @@ func TestPaddedBucketIsOneCacheLine(t *testing.T) {
 }
 
 func TestZeroBucketIsFull(t *testing.T) {
-	p, err := gcra.NewParams(gcra.PerSecond(10), 3)
+	p, err := gcra.NewParams(gcra.Per(10, time.Second), 3)
 	require.NoError(t, err)
 	var b atomicbucket.Bucket
 	assert.Equal(t, 3, b.PeekN(&p, 12345, 0).Remaining)

@@ -61,7 +61,7 @@ func runSteps(t *testing.T, p *gcra.Params, ref *refBucket, steps []step) {
 
 func TestDecideTimeline(t *testing.T) {
 	// 100/s, burst 3: T = 10ms, B·T = 30ms.
-	p := mustParams(t, gcra.PerSecond(100), 3)
+	p := mustParams(t, gcra.Per(100, time.Second), 3)
 	ref := newRefBucket(10*time.Millisecond, 3)
 	const t0, t5, t10, t40, t100 = 0, 5 * ms, 10 * ms, 40 * ms, 100 * ms
 	D := func(n int64) time.Duration { return time.Duration(n * ms) }
@@ -128,7 +128,7 @@ func TestDecideUnlimitedAndDenyAll(t *testing.T) {
 }
 
 func TestReserve(t *testing.T) {
-	p := mustParams(t, gcra.PerSecond(100), 2) // T 10ms, span 20ms
+	p := mustParams(t, gcra.Per(100, time.Second), 2) // T 10ms, span 20ms
 	// Two tokens now, then each further one waits one more T.
 	var tat int64
 	for i, want := range []int64{0, 0, 10 * ms, 20 * ms, 30 * ms} {
@@ -227,7 +227,7 @@ func FuzzDecide(f *testing.F) {
 }
 
 func TestDecideAllocatesNothing(t *testing.T) {
-	p := mustParams(t, gcra.PerSecond(100), 3)
+	p := mustParams(t, gcra.Per(100, time.Second), 3)
 	var tat int64
 	allocs := testing.AllocsPerRun(1000, func() {
 		tat, _ = p.Admit(tat, 0, 1)

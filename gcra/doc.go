@@ -31,9 +31,9 @@
 //	                           NewLimiter(rate.Every(d), b)     Every(d), burst b
 //	                           rate.Inf                         Unlimited
 //	                           burst 0 (finite r)               DenyAll
-//	go.uber.org/ratelimit      New(r, WithSlack(s)) + Take()    PerSecond(r), burst s+1, and Wait
+//	go.uber.org/ratelimit      New(r, WithSlack(s)) + Take()    Per(r, time.Second), burst s+1, and Wait
 //	                           WithoutSlack                     burst 1
-//	throttled/v2               RateQuota{PerSec(r), MaxBurst k} PerSecond(r), burst k+1
+//	throttled/v2               RateQuota{PerSec(r), MaxBurst k} Per(r, time.Second), burst k+1
 //	go-redis/redis_rate        Limit{Rate r, Burst b, Period p} Per(r, p), burst b
 //	redis-cell                 CL.THROTTLE key k r p            Per(r, p·1s), burst k+1
 //

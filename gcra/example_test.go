@@ -8,8 +8,8 @@ import (
 )
 
 func ExampleParams_Decide() {
-	p, _ := gcra.NewParams(gcra.PerSecond(2), 2) // T = 500ms, burst 2
-	var tat int64                                // 0: a full bucket
+	p, _ := gcra.NewParams(gcra.Per(2, time.Second), 2) // T = 500ms, burst 2
+	var tat int64                                       // 0: a full bucket
 	for _, at := range []time.Duration{0, 0, 0, 250 * time.Millisecond, 500 * time.Millisecond} {
 		var d gcra.Decision
 		tat, d = p.Decide(tat, int64(at), 1)

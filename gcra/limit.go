@@ -8,7 +8,8 @@ import (
 )
 
 // A Limit is a sustained rate: how many events may happen per period.
-// Build one with PerSecond, PerMinute, PerHour, PerDay, Per, Every or Rate,
+// Build one with Per, Every or Rate (the root package adds PerSecond,
+// PerMinute, PerHour and PerDay),
 // or use one of the named values Unlimited and DenyAll.
 //
 // The zero Limit is invalid: NewParams rejects it with ErrInvalidLimit, so a
@@ -102,7 +103,7 @@ func (l Limit) interval() (int64, error) {
 	case kindDenyAll:
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: zero Limit (use gcra.PerSecond, gcra.Unlimited, gcra.DenyAll, ...)", ErrInvalidLimit)
+	return 0, fmt.Errorf("%w: zero Limit (use gcra.Per, gcra.Unlimited, gcra.DenyAll, ...)", ErrInvalidLimit)
 }
 
 // String returns the limit as the user stated it, e.g. "100/s", "20/min",

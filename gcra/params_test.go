@@ -20,8 +20,8 @@ func TestNewParamsRejectsBadConfiguration(t *testing.T) {
 		want  error
 	}{
 		{"zero Limit", gcra.Limit{}, 1, gcra.ErrInvalidLimit},
-		{"zero count", gcra.PerSecond(0), 1, gcra.ErrInvalidLimit},
-		{"negative count", gcra.PerMinute(-5), 1, gcra.ErrInvalidLimit},
+		{"zero count", gcra.Per(0, time.Second), 1, gcra.ErrInvalidLimit},
+		{"negative count", gcra.Per(-5, time.Minute), 1, gcra.ErrInvalidLimit},
 		{"zero period", gcra.Per(1, 0), 1, gcra.ErrInvalidLimit},
 		{"negative period", gcra.Per(1, -time.Second), 1, gcra.ErrInvalidLimit},
 		{"Every(0)", gcra.Every(0), 1, gcra.ErrInvalidLimit},
@@ -32,12 +32,12 @@ func TestNewParamsRejectsBadConfiguration(t *testing.T) {
 		{"+Inf rate", gcra.Rate(math.Inf(1)), 1, gcra.ErrInvalidLimit},
 		{"-Inf rate", gcra.Rate(math.Inf(-1)), 1, gcra.ErrInvalidLimit},
 		{"faster than 1/ns", gcra.Per(2, time.Nanosecond), 1, gcra.ErrRateTooHigh},
-		{"1e9+1 per second", gcra.PerSecond(1e9 + 1), 1, gcra.ErrRateTooHigh},
+		{"1e9+1 per second", gcra.Per(1e9+1, time.Second), 1, gcra.ErrRateTooHigh},
 		{"float faster than 1/ns", gcra.Rate(2e9), 1, gcra.ErrRateTooHigh},
 		{"tiny float rate: interval overflows", gcra.Rate(1e-12), 1, gcra.ErrOverflow},
-		{"zero burst", gcra.PerSecond(10), 0, gcra.ErrInvalidBurst},
-		{"negative burst", gcra.PerSecond(10), -1, gcra.ErrInvalidBurst},
-		{"burst × interval overflows", gcra.PerDay(1), math.MaxInt32, gcra.ErrOverflow},
+		{"zero burst", gcra.Per(10, time.Second), 0, gcra.ErrInvalidBurst},
+		{"negative burst", gcra.Per(10, time.Second), -1, gcra.ErrInvalidBurst},
+		{"burst × interval overflows", gcra.Per(1, 24*time.Hour), math.MaxInt32, gcra.ErrOverflow},
 		{"burst × interval just over MaxSpan", gcra.Every(gcra.MaxSpan/2 + 1), 2, gcra.ErrOverflow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,11 +63,11 @@ func TestNewParamsInterval(t *testing.T) {
 		burst int
 		want  time.Duration // T, rounded up
 	}{
-		{gcra.PerSecond(10), 1, 100 * time.Millisecond},
-		{gcra.PerSecond(3), 1, 333333334},  // 333333333.3 rounded up
-		{gcra.PerMinute(7), 1, 8571428572}, // 8571428571.4 rounded up
-		{gcra.PerHour(1000), 1, 3600 * time.Millisecond},
-		{gcra.PerDay(10000), 1, 8640 * time.Millisecond},
+		{gcra.Per(10, time.Second), 1, 100 * time.Millisecond},
+		{gcra.Per(3, time.Second), 1, 333333334},  // 333333333.3 rounded up
+		{gcra.Per(7, time.Minute), 1, 8571428572}, // 8571428571.4 rounded up
+		{gcra.Per(1000, time.Hour), 1, 3600 * time.Millisecond},
+		{gcra.Per(10000, 24*time.Hour), 1, 8640 * time.Millisecond},
 		{gcra.Per(3, 2*time.Second), 1, 666666667}, // 666666666.7 rounded up
 		{gcra.Every(250 * time.Millisecond), 1, 250 * time.Millisecond},
 		{gcra.Per(1e9, time.Second), 1, 1}, // exactly one per ns: allowed
@@ -100,7 +100,7 @@ func TestNamedLimits(t *testing.T) {
 	assert.Equal(t, "deny-all", gcra.DenyAll.String())
 	assert.Equal(t, "invalid", gcra.Limit{}.String())
 	for want, l := range map[string]gcra.Limit{
-		"5/min": gcra.PerMinute(5), "20/s": gcra.PerSecond(20), "3/h": gcra.PerHour(3), "10000/d": gcra.PerDay(10000),
+		"5/min": gcra.Per(5, time.Minute), "20/s": gcra.Per(20, time.Second), "3/h": gcra.Per(3, time.Hour), "10000/d": gcra.Per(10000, 24*time.Hour),
 		"1/50ms": gcra.Every(50 * time.Millisecond), "1/ms": gcra.Every(time.Millisecond), "7/2s": gcra.Per(7, 2*time.Second), "1/15m": gcra.Every(15 * time.Minute),
 		"1/1h30m": gcra.Every(90 * time.Minute), "2/48h": gcra.Per(2, 48*time.Hour),
 	} {

@@ -15,7 +15,7 @@ import (
 // B = 3). Alone, it puts back everything still ahead of now; otherwise what
 // is certainly its own; never below now; never anything for nothing.
 func TestRefund(t *testing.T) {
-	p := mustParams(t, gcra.PerSecond(100), 3)
+	p := mustParams(t, gcra.Per(100, time.Second), 3)
 	for _, c := range []struct {
 		name      string
 		tat, now  int64

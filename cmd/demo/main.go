@@ -182,11 +182,11 @@ func main() {
 	}
 	g := 4 * runtime.GOMAXPROCS(0)
 	scenarios := []scenario{
-		{"Allow, 1000/s burst 50", gcra.PerSecond(1000), 50, nil, g, 0, allow},
-		{"Allow, coarse clock (bound + 1 tick)", gcra.PerSecond(1000), 50, []atomiclimit.Option{atomiclimit.WithCoarseClock()}, g, time.Millisecond, allow},
-		{"Allow, 100k/s burst 1 (hard limit)", gcra.PerSecond(100_000), 1, nil, g, 0, allow},
-		{"Decide(5), 10k tokens/s burst 100", gcra.PerSecond(10_000), 100, nil, g, 0, weighted},
-		{"Wait (pacing), 200/s burst 1", gcra.PerSecond(200), 1, nil, g, 0, wait},
+		{"Allow, 1000/s burst 50", gcra.Per(1000, time.Second), 50, nil, g, 0, allow},
+		{"Allow, coarse clock (bound + 1 tick)", gcra.Per(1000, time.Second), 50, []atomiclimit.Option{atomiclimit.WithCoarseClock()}, g, time.Millisecond, allow},
+		{"Allow, 100k/s burst 1 (hard limit)", gcra.Per(100_000, time.Second), 1, nil, g, 0, allow},
+		{"Decide(5), 10k tokens/s burst 100", gcra.Per(10_000, time.Second), 100, nil, g, 0, weighted},
+		{"Wait (pacing), 200/s burst 1", gcra.Per(200, time.Second), 1, nil, g, 0, wait},
 	}
 	fmt.Printf("atomiclimit demo: %d goroutines per scenario, %v each, GOMAXPROCS=%d\n\n", g, *d, runtime.GOMAXPROCS(0))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -205,11 +205,11 @@ func main() {
 	fmt.Fprintln(w, "scenario\tdecisions/s\tadmitted\tworst key / its bound\tkeys held\tevicted\tevicted active\trejected\t")
 	sweep := atomiclimit.WithSweepInterval(50 * time.Millisecond)
 	for _, s := range []keyedScenario{
-		{"10k keys, 100/s burst 10", 10_000, false, gcra.PerSecond(100), 10, []atomiclimit.Option{sweep}},
-		{"1k new keys every 10ms, swept every 50ms", 1000, true, gcra.PerSecond(100), 10, []atomiclimit.Option{sweep}},
-		{"same, at most 5k keys, reject new", 1000, true, gcra.PerSecond(100), 10,
+		{"10k keys, 100/s burst 10", 10_000, false, gcra.Per(100, time.Second), 10, []atomiclimit.Option{sweep}},
+		{"1k new keys every 10ms, swept every 50ms", 1000, true, gcra.Per(100, time.Second), 10, []atomiclimit.Option{sweep}},
+		{"same, at most 5k keys, reject new", 1000, true, gcra.Per(100, time.Second), 10,
 			[]atomiclimit.Option{sweep, atomiclimit.WithMaxKeys(5000, atomiclimit.RejectNew)}},
-		{"same, at most 2k keys, evict stalest", 1000, true, gcra.PerSecond(100), 10,
+		{"same, at most 2k keys, evict stalest", 1000, true, gcra.Per(100, time.Second), 10,
 			[]atomiclimit.Option{sweep, atomiclimit.WithMaxKeys(2000, atomiclimit.EvictStalest)}},
 	} {
 		r := runKeyed(s, g, *d)

@@ -32,7 +32,7 @@ import (
 
 // The fleet's limit: 10 per second per API key, burst 1 (no burst at all).
 var (
-	fleetLimit = gcra.PerSecond(10)
+	fleetLimit = gcra.Per(10, time.Second)
 	fleetBurst = 1
 )
 

@@ -24,8 +24,8 @@ func TestRetiredDeniesEverything(t *testing.T) {
 	}{
 		{gcra.Every(time.Nanosecond), 1},
 		{gcra.Every(time.Nanosecond), 1 << 30},
-		{gcra.PerSecond(10), 1},
-		{gcra.PerSecond(10), 100},
+		{gcra.Per(10, time.Second), 1},
+		{gcra.Per(10, time.Second), 100},
 		{gcra.Every(gcra.MaxSpan), 1},
 		{gcra.Every(time.Hour), int(maxSpan / int64(time.Hour))},
 		{gcra.DenyAll, 0},

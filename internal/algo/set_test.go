@@ -97,7 +97,7 @@ type setStep struct {
 // (the limiters drop the index; see core's TestBandsTimeline).
 func TestSetDecideTimeline(t *testing.T) {
 	const ms = time.Millisecond
-	ss := newSetState(t, gcraBand(t, gcra.PerSecond(2), 2), fixedBand(t, 5, 10*time.Second))
+	ss := newSetState(t, gcraBand(t, gcra.Per(2, time.Second), 2), fixedBand(t, 5, 10*time.Second))
 	for i, s := range []setStep{
 		{at: 0, n: 1, ok: true, remaining: 1, band: 0},
 		{at: 0, n: 1, ok: true, remaining: 0, band: 0},
@@ -118,7 +118,7 @@ func TestSetDecideTimeline(t *testing.T) {
 // the check phase cannot exclude, forced by skipping the check.
 func TestSetRefundOnLateDenial(t *testing.T) {
 	ss := newSetState(t,
-		gcraBand(t, gcra.PerSecond(1), 3),
+		gcraBand(t, gcra.Per(1, time.Second), 3),
 		fixedBand(t, 10, time.Minute),
 		counterBand(t, 10, time.Minute),
 		fixedBand(t, 1, time.Minute))
@@ -132,7 +132,7 @@ func TestSetRefundOnLateDenial(t *testing.T) {
 
 	// A GCRA refund behind a later admission is dropped, never applied to
 	// someone else's tokens.
-	g := newSetState(t, gcraBand(t, gcra.PerSecond(1), 3), fixedBand(t, 1, time.Minute))
+	g := newSetState(t, gcraBand(t, gcra.Per(1, time.Second), 3), fixedBand(t, 1, time.Minute))
 	require.True(t, g.set.Admit(g.st, 0, 1))
 	assert.False(t, g.set.TakeAll(g.st, 0, 1))
 	assert.Equal(t, uint64(time.Second), g.word(0), "TAT back to one token spent")
@@ -145,17 +145,17 @@ func TestNewSetErrors(t *testing.T) {
 	assert.Error(t, err)
 	many := make([]algo.Algorithm, algo.MaxBands+1)
 	for i := range many {
-		many[i] = gcraBand(t, gcra.PerSecond(1), 1)
+		many[i] = gcraBand(t, gcra.Per(1, time.Second), 1)
 	}
 	_, err = algo.NewSet(zeroClock{}, many...)
 	assert.Error(t, err)
 	_, err = algo.NewSet(zeroClock{}, many[:algo.MaxBands]...)
 	assert.NoError(t, err)
-	_, err = algo.NewSet(zeroClock{}, logBand(t, 3, time.Second), gcraBand(t, gcra.PerSecond(1), 1))
+	_, err = algo.NewSet(zeroClock{}, logBand(t, 3, time.Second), gcraBand(t, gcra.Per(1, time.Second), 1))
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
 	_, err = algo.NewSet(zeroClock{}, logBand(t, 3, time.Second), logBand(t, 3, time.Minute))
 	assert.ErrorIs(t, err, algo.ErrLogNotLast)
-	_, err = algo.NewSet(zeroClock{}, gcraBand(t, gcra.PerSecond(1), 1), logBand(t, 3, time.Minute))
+	_, err = algo.NewSet(zeroClock{}, gcraBand(t, gcra.Per(1, time.Second), 1), logBand(t, 3, time.Minute))
 	assert.NoError(t, err)
 }
 

@@ -60,9 +60,9 @@ func stackOf(t *testing.T, pols ...*Policy[string]) *Stack[string] {
 func TestDecide(t *testing.T) {
 	c := &clock{t: time.Unix(1e9, 0)}
 	ctx := context.Background()
-	a := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(2), 2))
+	a := keyed(t, c, atomiclimit.GCRA(gcra.Per(2, time.Minute), 2))
 	b := keyed(t, c, atomiclimit.FixedWindow(1, time.Minute))
-	z := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(1), 1))
+	z := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 1))
 	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("b", b), NewPolicy[string]("z", z))
 
 	out := make([]Outcome, 3)
@@ -94,7 +94,7 @@ func TestDecide(t *testing.T) {
 
 	// Outages.
 	var got errs
-	closed := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(9), 9))}
+	closed := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.Per(9, time.Minute), 9))}
 	s2 := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", closed))
 	before := stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
@@ -124,7 +124,7 @@ func TestDecide(t *testing.T) {
 func TestNewStack(t *testing.T) {
 	c := &clock{t: time.Unix(1e9, 0)}
 	log := keyed(t, c, atomiclimit.SlidingLog(1, time.Minute))
-	g := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(1), 1))
+	g := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 1))
 	s := stackOf(t, NewPolicy[string]("log", log), NewPolicy[string]("g", g))
 	out := make([]Outcome, 2)
 	s.Decide(context.Background(), "k", 1, out, nil)
@@ -156,8 +156,8 @@ func (pastDeadline) Deadline() (time.Time, bool) { return time.Unix(1, 0), true 
 // error reported, nothing charged, no 503.
 func TestDecideDeadlinePassed(t *testing.T) {
 	c := &clock{t: time.Unix(1e9, 0)}
-	a := keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(2), 2))
-	remote := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.PerMinute(9), 9))}
+	a := keyed(t, c, atomiclimit.GCRA(gcra.Per(2, time.Minute), 2))
+	remote := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.Per(9, time.Minute), 9))}
 	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", remote))
 	var got errs
 	out := make([]Outcome, 2)
