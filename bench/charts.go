@@ -48,7 +48,7 @@ func implColor(name string) color.Color {
 	switch name {
 	case ours:
 		return ourColor
-	case "floor", "clock only":
+	case floorName, "clock only":
 		return floorColor
 	}
 	return peerColor
@@ -64,27 +64,34 @@ func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []ac
 		if strings.HasPrefix(sc, "Memory") {
 			unit, label, format = "B/key", "heap bytes per key (shorter is better)", fmtCount
 		}
+		if isDoor(sc) {
+			label = "ns per request (median; shorter is better), allocations beside"
+		}
 		var bars []bar
-		for _, p := range peers {
-			if s, ok := res[sc][p.name][unit]; ok {
-				bars = append(bars, bar{name: p.name, v: s.center, color: implColor(p.name), label: fmtUnit(s.center, unit)})
+		for _, name := range implNames(sc) {
+			if s, ok := res[sc][name][unit]; ok {
+				text := fmtUnit(s.center, unit)
+				if a, ok := res[sc][name]["allocs/op"]; ok && isDoor(sc) {
+					text += " · " + plural(a.center, "alloc")
+				}
+				bars = append(bars, bar{name: name, v: s.center, color: implColor(name), label: text})
 			}
 		}
 		if len(bars) == 0 {
 			continue
 		}
 		file := "charts/" + slug(sc) + ".png"
-		if err := barChart(filepath.Join(out, file), scenarioLabel(sc), label, bars, format); err != nil {
+		if err := barChart(filepath.Join(out, file), scenarioTitle(sc), label, bars, format); err != nil {
 			return nil, err
 		}
-		charts = append(charts, chart{file, scenarioLabel(sc) + ": " + label, sc})
+		charts = append(charts, chart{file, scenarioTitle(sc) + ": " + label, sc})
 	}
 	for _, ls := range lat {
 		file := "charts/latency-" + slug(ls.bench) + ".png"
 		if err := latencyChart(filepath.Join(out, file), ls); err != nil {
 			return nil, err
 		}
-		charts = append(charts, chart{file, fmt.Sprintf("latency of single decisions, %s (%s): p50, p99 and p99.9", ls.bench, ls.what), "latency " + ls.bench})
+		charts = append(charts, chart{file, latencyTitle(ls) + ": p50, p99 and p99.9", "latency " + ls.bench})
 	}
 	if len(cpus) > 1 {
 		for _, h := range hotScenarios {
@@ -94,7 +101,7 @@ func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []ac
 				return nil, err
 			}
 			if ok {
-				charts = append(charts, chart{file, fmt.Sprintf("%s (%s) by core count", h.bench, h.what), "scaling " + h.bench})
+				charts = append(charts, chart{file, hotTitle(h) + ", by core count", "scaling " + h.bench})
 			}
 		}
 	}
@@ -246,13 +253,18 @@ func latencyChart(path string, ls latScenario) error {
 		h.rows = append(h.rows, row)
 		names = append(names, r.impl)
 	}
-	p := newBarPlot(fmt.Sprintf("%s (%s), %d goroutines", ls.bench, ls.what, latencyWorkers()), "latency of one decision (shorter is better)", names, h, fmtNs)
+	p := newBarPlot(latencyTitle(ls), "latency of one decision (shorter is better)", names, h, fmtNs)
 	l := plot.NewLegend()
 	entries := []string{"p50", "p99", "p99.9"}
 	for i, q := range entries {
 		l.Add(q, swatch{peerShades[i]})
 	}
 	return saveWithLegend(p, l, entries, 8*vg.Inch, vg.Length(1.3+0.55*float64(len(names)))*vg.Inch, path)
+}
+
+// latencyTitle says in words what a latency chart shows.
+func latencyTitle(ls latScenario) string {
+	return fmt.Sprintf("Latency of single decisions, one key from %d goroutines%s", latencyWorkers(), strings.TrimPrefix(hotTitle(ls.hotScenario), "One key from every core"))
 }
 
 // shadeOf lightens c for i = 0, keeps it for 1 and darkens it for 2.
@@ -316,6 +328,14 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ts
+}
+
+// plural writes a count of a thing: 1 alloc, 5 allocs.
+func plural(n float64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%.0f %ss", n, thing)
 }
 
 // fmtCount writes a tick of a count or a size: 500, 2k, 1M.
@@ -420,7 +440,7 @@ func accuracyChart(path string, acc []accRow) error {
 // implementation of one hot-key scenario; false if it has no figures.
 func scalingChart(path string, h hotScenario, res results, procs []int) (bool, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s (%s) by core count", h.bench, h.what)
+	p.Title.Text = hotTitle(h) + ", by core count"
 	p.X.Label.Text = "-cpu (GOMAXPROCS), log scale"
 	p.Y.Label.Text = "ns per decision (median; lower is better)"
 	p.X.Scale = plot.LogScale{}

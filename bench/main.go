@@ -165,18 +165,23 @@ func run(o options) ([]string, error) {
 	}
 	rawPath := filepath.Join(o.out, "raw", "bench.txt")
 	memPath := filepath.Join(o.out, "raw", "memory.txt")
+	doorsPath := filepath.Join(o.out, "raw", "doors.txt")
 	cpus, _ := o.cpus()
 	total := countBenchmarks() * len(cpus)
-	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
+	fmt.Fprintf(os.Stderr, "[1/5] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
 	if err := goTest(o, rawPath, benchPattern, o.benchtime, o.count, total); err != nil {
 		return nil, err
 	}
 	memCount := max(1, min(o.count, 3))
-	fmt.Fprintf(os.Stderr, "[2/4] heap per key: %d implementations × %d runs\n", countMemory(), memCount)
+	fmt.Fprintf(os.Stderr, "[2/5] heap per key: %d implementations × %d runs\n", countMemory(), memCount)
 	if err := goTest(o, memPath, "Memory", "1x", memCount, countMemory()); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation\n", len(hotScenarios), o.latCalls)
+	fmt.Fprintf(os.Stderr, "[3/5] the doors (net/http middleware, gRPC interceptors): %d benchmarks of %s in %d rounds, one process a round\n", countDoors(), o.doorBenchtime(), o.count)
+	if err := doorRounds(o, doorsPath); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "[4/5] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation\n", len(hotScenarios), o.latCalls)
 	lat, err := measureLatency(o.latCalls)
 	if err != nil {
 		return nil, err
@@ -184,13 +189,13 @@ func run(o options) ([]string, error) {
 	if err := writeLatencyRaw(filepath.Join(o.out, "raw", "latency.txt"), lat); err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(os.Stderr, "[4/4] accuracy under a virtual clock, then the report")
+	fmt.Fprintln(os.Stderr, "[5/5] accuracy under a virtual clock, then the report")
 	acc := measureAccuracy()
-	res, info, err := readResults(rawPath, memPath)
+	res, info, err := readResults(rawPath, memPath, doorsPath)
 	if err != nil {
 		return nil, err
 	}
-	stat, err := benchstatTable(rawPath)
+	stat, err := benchstatTable(rawPath, doorsPath)
 	if err != nil {
 		stat = "benchstat failed: " + err.Error()
 	}
@@ -215,6 +220,19 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 	}
 	cmd := exec.Command("go", append(args, ".")...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("ATOMICLIMIT_BENCH_KEYS=%d", o.keys))
+	p := progress{all: perCount * count}
+	if err := p.run(cmd, f); err != nil {
+		return fmt.Errorf("go test -bench=%s: %w", pattern, err)
+	}
+	return nil
+}
+
+// A progress counts the result lines of benchmark processes against all.
+type progress struct{ done, all int }
+
+// run runs cmd, copies its output to f and prints each result line as a
+// progress step.
+func (p *progress) run(cmd *exec.Cmd, f *os.File) error {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -223,21 +241,68 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	done, all := 0, perCount*count
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(f, line)
 		if strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t") {
-			done++
+			p.done++
 			fields := strings.Fields(line)
-			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, fields[0], fields[2], fields[3])
+			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", p.done, p.all, fields[0], fields[2], fields[3])
 		}
 	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("go test -bench=%s: %w", pattern, err)
+	return cmd.Wait()
+}
+
+// doorPattern selects the doors' benchmarks.
+const doorPattern = "^Benchmark(HTTP|GRPC)$"
+
+// doorRounds runs the doors' benchmarks in o.count rounds, one process of
+// the compiled test binary a round, every implementation of every scenario
+// once in each: a slow spell of a shared machine then falls on one round
+// of all of them, not on every run of one. The output goes to path.
+func doorRounds(o options, path string) error {
+	dir, err := os.MkdirTemp("", "atomiclimit-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go test -c: %w", err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	p := progress{all: countDoors() * o.count}
+	for range o.count {
+		cmd := exec.Command(bin, "-test.run=^$", "-test.bench="+doorPattern, "-test.benchtime="+o.doorBenchtime(), "-test.count=1", "-test.timeout=30m")
+		if err := p.run(cmd, f); err != nil {
+			return fmt.Errorf("%s -test.bench=%s: %w", bin, doorPattern, err)
+		}
 	}
 	return nil
+}
+
+// doorBenchtime is the doors' -benchtime: half the limiters', since a
+// request through a middleware takes a microsecond or more and a round's
+// process makes each chain and its keys once, so that the six rounds fit
+// the full run's time.
+func (o options) doorBenchtime() string {
+	d, err := time.ParseDuration(o.benchtime)
+	if err != nil {
+		return o.benchtime // an iteration count (…x): as given
+	}
+	return (d / 2).String()
+}
+
+// countDoors returns the number of the doors' sub-benchmarks in one round.
+func countDoors() int {
+	return len(httpScenarios)*len(httpDoors) + len(grpcScenarios)*len(grpcDoors)
 }
 
 // benchPattern selects the benchmarks of the main pass.

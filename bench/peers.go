@@ -10,6 +10,7 @@ import (
 
 	"github.com/juju/ratelimit"
 	"github.com/puzpuzpuz/xsync/v3"
+	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
 	"github.com/throttled/throttled/v2/store/memstore"
@@ -115,12 +116,22 @@ type peer struct {
 // reads impl=… as one key=value pair.
 func (p peer) id() string { return strings.ReplaceAll(p.name, "/", "-") }
 
-// peerName returns the peer's name for an impl=… value of a benchmark name,
-// its id or (in older raw output) its name.
+// peerName returns the implementation's name for an impl=… value of a
+// benchmark name: a peer's or a door's id, or (in older raw output) its name.
 func peerName(impl string) string {
 	for _, p := range peers {
 		if p.id() == impl {
 			return p.name
+		}
+	}
+	for _, d := range httpDoors {
+		if d.id == impl {
+			return d.name
+		}
+	}
+	for _, d := range grpcDoors {
+		if d.id == impl {
+			return d.name
 		}
 	}
 	return impl
@@ -183,7 +194,7 @@ var peers = []peer{
 		keyed:  func(s setting) keyed { return &jujuMap{s: s} },
 	},
 	{
-		name:   "floor",
+		name:   floorName,
 		note:   "not a limiter: the least work any limiter must do. Single: one monotonic clock read, one load and one CAS. Keyed: one xsync `MapOf.Load` on top",
 		single: func(setting) single { return &floorOne{} },
 		keyed:  func(setting) keyed { return &floorKeyed{m: xsync.NewMapOf[string, *atomic.Uint64]()} },
@@ -251,14 +262,13 @@ func (t *throttledLimiter) allow(key string) bool {
 }
 func (t *throttledLimiter) close() {}
 
-type goLimiter struct {
-	s interface {
-		Take(context.Context, string) (uint64, uint64, uint64, bool, error)
-		Close(context.Context) error
-	}
-}
+type goLimiter struct{ s limiter.Store }
 
-func newGoLimiter(s setting) *goLimiter {
+func newGoLimiter(s setting) *goLimiter { return &goLimiter{newGoLimiterStore(s)} }
+
+// newGoLimiterStore returns a go-limiter memorystore that holds each key to
+// s, as closely as its refill allows.
+func newGoLimiterStore(s setting) limiter.Store {
 	// burst tokens per the time burst tokens take at the limit's rate.
 	tokens := uint64(s.burst)
 	interval := time.Duration(float64(s.burst) / s.perSecond() * float64(time.Second))
@@ -278,8 +288,7 @@ func newGoLimiter(s setting) *goLimiter {
 			interval = time.Duration(float64(tokens) / s.perSecond() * float64(time.Second))
 		}
 	}
-	st := must(memorystore.New(&memorystore.Config{Tokens: tokens, Interval: max(interval, time.Nanosecond)}))
-	return &goLimiter{st}
+	return must(memorystore.New(&memorystore.Config{Tokens: tokens, Interval: max(interval, time.Nanosecond)}))
 }
 
 func (g *goLimiter) allow(key string) bool {

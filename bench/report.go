@@ -39,8 +39,9 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	}
 	w("- Machine: %s, %d logical CPUs, GOMAXPROCS=%d, %s/%s\n", machine, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	w("- Go: %s\n", runtime.Version())
-	w("- Benchmarks: `go test -run='^$' -bench='%s' -benchtime=%s -count=%d` in `bench/`, with %d keys in the keyed scenarios; heap per key: `-bench=Memory -benchtime=1x -count=%d`.\n", benchPattern, o.benchtime, o.count, o.keys, max(1, min(o.count, 3)))
-	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, and the latency harness's `raw/latency.txt`.\n")
+	w("- Benchmarks: `go test -run='^$' -bench='%s' -benchtime=%s -count=%d` in `bench/`, with %d keys in the keyed scenarios; heap per key: `-bench=Memory -benchtime=1x -count=%d`. The scenarios run one after the other, each implementation's runs back to back (`-count`).\n", benchPattern, o.benchtime, o.count, o.keys, max(1, min(o.count, 3)))
+	w("- The doors (HTTP middleware, gRPC interceptors): `go test -c`, then %d rounds of `bench.test -test.run='^$' -test.bench='%s' -test.benchtime=%s -test.count=1`, one process a round, every implementation once in each (interleaved over the rounds).\n", o.count, doorPattern, o.doorBenchtime())
+	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, `raw/doors.txt`, and the latency harness's `raw/latency.txt`.\n")
 	cpus, _ := o.cpus()
 	w("- Core counts: the benchmarks ran at -cpu=%s, on a machine with %d logical CPUs; the latency harness at GOMAXPROCS=%d.", intList(cpus), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	if len(cpus) == 1 {
@@ -51,6 +52,13 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("## The implementations\n\n| name | configured as |\n|---|---|\n")
 	for _, p := range peers {
 		w("| %s | %s |\n", p.name, p.note)
+	}
+	w("\nThe doors (net/http middleware and gRPC unary interceptors, section \"Behind the doors\"):\n\n| name | configured as |\n|---|---|\n")
+	for _, d := range httpDoors {
+		w("| HTTP: %s | %s |\n", d.name, d.note)
+	}
+	for _, d := range grpcDoors {
+		w("| gRPC: %s | %s |\n", d.name, d.note)
 	}
 	w("\nEvery scenario gives each implementation the same limit: a billion per second with a burst of 2^30 where every call should be admitted; 10^8 and 10^6 per second with a burst of 1000 on one key offered from every core; one per hour (spent before timing) on the deny path. `allowed/op` shows what each really did; where a peer admitted a different share than atomiclimit, the summary says so, because it did different work. ")
 	w("Tuned or default: the constructors of x/time/rate, throttled, go-limiter, ulule and juju take the limit and the burst (or a window) and nothing else that changes a decision, so their configuration above is also their default. uber/ratelimit has a slack besides its rate, default 10: it runs twice, tuned to our burst (`uber/ratelimit`) and at its default (`uber-default`).\n\n")
@@ -64,12 +72,12 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 			continue
 		}
 		bestName, best := "", stat{center: math.Inf(1)}
-		for _, p := range peers {
-			if p.name == ours || p.name == "floor" {
+		for _, name := range implNames(sc) {
+			if name == ours || name == floorName {
 				continue
 			}
-			if s, ok := res[sc][p.name][unit]; ok && s.center < best.center {
-				bestName, best = p.name, s
+			if s, ok := res[sc][name][unit]; ok && s.center < best.center {
+				bestName, best = name, s
 			}
 		}
 		if bestName == "" {
@@ -102,6 +110,9 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 
 	hotDone := false
 	for _, sc := range res.scenarios() {
+		if isDoor(sc) {
+			continue // in their own section, below
+		}
 		if _, ok := hotScenarioOf(sc); ok {
 			// Every core count's hot-key tables in one section, where
 			// the first of them would be.
@@ -115,26 +126,23 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 		w("## %s\n\n", sc)
 		w("| implementation | %s (median) | 95%% interval | allowed/op | B/op | allocs/op | atomiclimit ÷ this |\n|---|---:|---|---:|---:|---:|---:|\n", unit)
 		our := res[sc][ours][unit]
-		for _, p := range peers {
-			m, ok := res[sc][p.name]
+		for _, name := range implNames(sc) {
+			m, ok := res[sc][name]
 			if !ok {
 				continue
 			}
 			s := m[unit]
 			ratio := "—"
-			if p.name != ours && s.center > 0 {
+			if name != ours && s.center > 0 {
 				ratio = fmtRatio(our.center / s.center)
 			}
-			interval := fmt.Sprintf("%s – %s", fmtUnit(s.lo, unit), fmtUnit(s.hi, unit))
-			if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
-				interval = fmt.Sprintf("too few runs (%d)", s.n)
-			}
-			w("| %s | %s | %s | %s | %s | %s | %s |\n", p.name, fmtUnit(s.center, unit), interval,
+			w("| %s | %s | %s | %s | %s | %s | %s |\n", name, fmtUnit(s.center, unit), fmtInterval(s, unit),
 				opt(m, "allowed/op", "%.3f"), opt(m, "B/op", "%.0f"), opt(m, "allocs/op", "%.0f"), ratio)
 		}
 		w("\n%s\n\n", scenarioNote(sc))
 		writeCharts(w, chartsOf(charts, sc))
 	}
+	writeDoors(w, o, res, charts)
 	var scaling []chart
 	for _, h := range hotScenarios {
 		scaling = append(scaling, chartsOf(charts, "scaling "+h.bench)...)
@@ -289,6 +297,9 @@ func hotScenarioOf(sc string) (hotScenario, bool) {
 func scenarioLabel(sc string) string {
 	if h, ok := hotScenarioOf(sc); ok {
 		return fmt.Sprintf("%s (%s)", sc, h.what)
+	}
+	if isDoor(sc) {
+		return fmt.Sprintf("%s (%s)", sc, scenarioTitle(sc))
 	}
 	return sc
 }
