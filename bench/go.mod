@@ -14,7 +14,7 @@ require (
 	gonum.org/v1/plot v0.10.1
 )
 
-require github.com/puzpuzpuz/xsync/v3 v3.5.1
+require github.com/puzpuzpuz/xsync/v3 v3.5.1 // indirect
 
 require (
 	git.sr.ht/~sbinet/gg v0.3.1 // indirect
