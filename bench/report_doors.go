@@ -51,7 +51,7 @@ func writeDoors(w func(string, ...any), o options, res results, charts []chart) 
 	}
 	w("## Behind the doors: net/http middleware and gRPC interceptors\n\n")
 	w("The limit behind the door a server puts it in: one request (one call) at a time through the whole chain, in process, for atomiclimit's `httplimit` and `grpclimit`, each peer's own middleware, and a floor, the same chain with no limiter in it. ")
-	w("These run in rounds, not as the scenarios above: the test binary is built once (`go test -c`), then %d processes of `bench.test -test.run='^$' -test.bench='%s' -test.benchtime=%s -test.count=1` run one after the other, each making every implementation of every scenario in turn, so that a slow spell of the machine falls on one round of all of them rather than on every run of one. The figures are the medians over the rounds (raw output: `raw/doors.txt`). ", o.count, doorPattern, o.doorBenchtime())
+	w("These run in rounds, as the single-key scenarios do: %d processes of `bench.test -test.run='^$' -test.bench='%s' -test.benchtime=%s -test.count=1` one after the other, each making every implementation of every scenario in turn, so that a slow spell of the machine falls on one round of all of them rather than on every run of one. The figures are the medians over the rounds (raw output: `raw/doors.txt`). ", o.count, doorPattern, o.shortBenchtime())
 	w("_Over the floor_ is the implementation's median less the floor's: what the middleware adds to a request, in time and in allocations; the last column divides atomiclimit's by each one's.\n\n")
 	for _, sc := range scs {
 		w("### %s\n\n%s (`%s`)\n\n", scenarioTitle(sc), doorNote(sc), sc)
