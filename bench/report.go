@@ -64,7 +64,7 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	w("Tuned or default: the constructors of x/time/rate, throttled, go-limiter, ulule and juju take the limit and the burst (or a window) and nothing else that changes a decision, so their configuration above is also their default. uber/ratelimit has a slack besides its rate, default 10: it runs twice, tuned to our burst (`uber/ratelimit`) and at its default (`uber-default`).\n\n")
 
 	w("## Summary: atomiclimit against the best peer in each scenario\n\n| scenario | atomiclimit | best peer | its figure | ratio | ahead of every peer? |\n|---|---:|---|---:|---:|---|\n")
-	var behind, level []string
+	var behind, level, plainBest []string
 	for _, sc := range res.scenarios() {
 		unit := unitOf(sc)
 		our, ok := res[sc][ours][unit]
@@ -82,6 +82,9 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 		}
 		if bestName == "" {
 			continue
+		}
+		if bestName == xrateDoorName {
+			plainBest = append(plainBest, sc)
 		}
 		ahead, st := standing(our, best)
 		switch st {
@@ -104,6 +107,9 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	}
 	if len(level) > 0 {
 		w("\nLevel with the best peer in: %s.\n", strings.Join(level, ", "))
+	}
+	if len(plainBest) > 0 {
+		w("\nIn %s the best is the plain baseline, a map of x/time/rate limiters under a mutex that writes no headers and no body; the middleware's figures are in the doors' section (\"Behind the doors\").\n", strings.Join(plainBest, ", "))
 	}
 	w("\n")
 	flagged := writeComparison(w, base, res, info)
