@@ -229,7 +229,25 @@ func barChart(path, title, xlabel string, bars []bar, format func(float64) strin
 		names = append(names, b.name)
 	}
 	p := newBarPlot(title, xlabel, names, h, format)
-	return p.Save(7.5*vg.Inch, vg.Length(1.2+0.34*float64(len(names)))*vg.Inch, path)
+	return saveWithMargin(p, 7.5*vg.Inch, vg.Length(1.2+0.34*float64(len(names)))*vg.Inch, path)
+}
+
+// saveWithMargin saves p as a PNG with a few points of blank on the left:
+// gonum lays the longest name down the left flush with the edge, where its
+// first letter can lose a pixel column.
+func saveWithMargin(p *plot.Plot, w, h vg.Length, path string) error {
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, vg.Points(6), 0, 0, 0))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // latencyChart draws p50, p99 and p99.9 of every implementation of one
