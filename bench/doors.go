@@ -126,7 +126,7 @@ var httpDoors = []httpDoor{
 	{
 		name: "tollbooth",
 		id:   "tollbooth",
-		note: "`didip/tollbooth/v7` (v7.0.2) `LimitHandler(NewLimiter(n/s, nil).SetBurst(burst).SetIPLookups({\"RemoteAddr\"}))`: an x/time/rate limiter per key (IP and path) in an expirable cache under a mutex; headers `X-Rate-Limit-Limit`, `-Duration`, `-Request-Remote-Addr`, `RateLimit-Limit`, `-Reset`, `-Remaining`",
+		note: "`didip/tollbooth/v7` (v7.0.2) `LimitHandler(NewLimiter(n/s, nil).SetBurst(burst).SetIPLookups({\"RemoteAddr\"}))`: a limiter of its own copy of x/time/rate per key (IP and path) in an expirable cache, under a mutex; headers `X-Rate-Limit-Limit`, `-Duration`, `-Request-Remote-Addr`, `RateLimit-Limit`, `-Reset`, `-Remaining`",
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			lmt := tollbooth.NewLimiter(s.perSecond(), &tblimiter.ExpirableOptions{DefaultExpirationTTL: time.Hour}).
 				SetBurst(s.burst).
