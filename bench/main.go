@@ -2,7 +2,7 @@
 // side by side on identical scenarios, and writes a report (BENCHMARKS.md,
 // charts/ and raw/) that compares atomiclimit with the last committed run.
 //
-//	go -C bench run .           # the full comparison, about 5 minutes on 2 cores; report in bench/out/
+//	go -C bench run .           # the full comparison, 5-6 minutes on 2 cores; report in bench/out/
 //	go -C bench run . -quick    # one short pass (CI), under a minute
 //	go -C bench run . -update   # a full run that rewrites the committed report in bench/
 //
