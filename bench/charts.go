@@ -48,7 +48,7 @@ func implColor(name string) color.Color {
 	switch name {
 	case ours:
 		return ourColor
-	case "floor", "clock only":
+	case floorName, "clock only":
 		return floorColor
 	}
 	return peerColor
@@ -64,27 +64,34 @@ func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []ac
 		if strings.HasPrefix(sc, "Memory") {
 			unit, label, format = "B/key", "heap bytes per key (shorter is better)", fmtCount
 		}
+		if isDoor(sc) {
+			label = "ns per request (median; shorter is better), allocations beside"
+		}
 		var bars []bar
-		for _, p := range peers {
-			if s, ok := res[sc][p.name][unit]; ok {
-				bars = append(bars, bar{name: p.name, v: s.center, color: implColor(p.name), label: fmtUnit(s.center, unit)})
+		for _, name := range implNames(sc) {
+			if s, ok := res[sc][name][unit]; ok {
+				text := fmtUnit(s.center, unit)
+				if a, ok := res[sc][name]["allocs/op"]; ok && isDoor(sc) {
+					text += " · " + plural(a.center, "alloc")
+				}
+				bars = append(bars, bar{name: name, v: s.center, color: implColor(name), label: text})
 			}
 		}
 		if len(bars) == 0 {
 			continue
 		}
 		file := "charts/" + slug(sc) + ".png"
-		if err := barChart(filepath.Join(out, file), scenarioLabel(sc), label, bars, format); err != nil {
+		if err := barChart(filepath.Join(out, file), scenarioTitle(sc), label, bars, format); err != nil {
 			return nil, err
 		}
-		charts = append(charts, chart{file, scenarioLabel(sc) + ": " + label, sc})
+		charts = append(charts, chart{file, scenarioTitle(sc) + ": " + label, sc})
 	}
 	for _, ls := range lat {
 		file := "charts/latency-" + slug(ls.bench) + ".png"
 		if err := latencyChart(filepath.Join(out, file), ls); err != nil {
 			return nil, err
 		}
-		charts = append(charts, chart{file, fmt.Sprintf("latency of single decisions, %s (%s): p50, p99 and p99.9", ls.bench, ls.what), "latency " + ls.bench})
+		charts = append(charts, chart{file, latencyTitle(ls) + ": p50, p99 and p99.9", "latency " + ls.bench})
 	}
 	if len(cpus) > 1 {
 		for _, h := range hotScenarios {
@@ -94,14 +101,14 @@ func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []ac
 				return nil, err
 			}
 			if ok {
-				charts = append(charts, chart{file, fmt.Sprintf("%s (%s) by core count", h.bench, h.what), "scaling " + h.bench})
+				charts = append(charts, chart{file, hotTitle(h) + ", by core count", "scaling " + h.bench})
 			}
 		}
 	}
 	if err := accuracyChart(filepath.Join(out, "charts/accuracy.png"), acc); err != nil {
 		return nil, err
 	}
-	charts = append(charts, chart{"charts/accuracy.png", fmt.Sprintf("accuracy: admitted against offered load, limit %d/s", accuracyLimit), "accuracy"})
+	charts = append(charts, chart{"charts/accuracy.png", fmt.Sprintf("Accuracy, one panel per algorithm: admitted per second against offered, limit %d/s", accuracyLimit), "accuracy"})
 	return charts, nil
 }
 
@@ -222,7 +229,25 @@ func barChart(path, title, xlabel string, bars []bar, format func(float64) strin
 		names = append(names, b.name)
 	}
 	p := newBarPlot(title, xlabel, names, h, format)
-	return p.Save(7.5*vg.Inch, vg.Length(1.2+0.34*float64(len(names)))*vg.Inch, path)
+	return saveWithMargin(p, 7.5*vg.Inch, vg.Length(1.2+0.34*float64(len(names)))*vg.Inch, path)
+}
+
+// saveWithMargin saves p as a PNG with a few points of blank on the left:
+// gonum lays the longest name down the left flush with the edge, where its
+// first letter can lose a pixel column.
+func saveWithMargin(p *plot.Plot, w, h vg.Length, path string) error {
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	p.Draw(draw.Crop(dc, vg.Points(6), 0, 0, 0))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // latencyChart draws p50, p99 and p99.9 of every implementation of one
@@ -246,13 +271,18 @@ func latencyChart(path string, ls latScenario) error {
 		h.rows = append(h.rows, row)
 		names = append(names, r.impl)
 	}
-	p := newBarPlot(fmt.Sprintf("%s (%s), %d goroutines", ls.bench, ls.what, latencyWorkers()), "latency of one decision (shorter is better)", names, h, fmtNs)
+	p := newBarPlot(latencyTitle(ls), "latency of one decision (shorter is better)", names, h, fmtNs)
 	l := plot.NewLegend()
 	entries := []string{"p50", "p99", "p99.9"}
 	for i, q := range entries {
 		l.Add(q, swatch{peerShades[i]})
 	}
 	return saveWithLegend(p, l, entries, 8*vg.Inch, vg.Length(1.3+0.55*float64(len(names)))*vg.Inch, path)
+}
+
+// latencyTitle says in words what a latency chart shows.
+func latencyTitle(ls latScenario) string {
+	return fmt.Sprintf("Latency of single decisions, one key from %d goroutines%s", latencyWorkers(), strings.TrimPrefix(hotTitle(ls.hotScenario), "One key from every core"))
 }
 
 // shadeOf lightens c for i = 0, keeps it for 1 and darkens it for 2.
@@ -318,6 +348,14 @@ func (t logTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ts
 }
 
+// plural writes a count of a thing: 1 alloc, 5 allocs.
+func plural(n float64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%.0f %ss", n, thing)
+}
+
 // fmtCount writes a tick of a count or a size: 500, 2k, 1M.
 func fmtCount(v float64) string {
 	switch {
@@ -345,82 +383,155 @@ func slug(s string) string {
 	return strings.ToLower(r.Replace(s))
 }
 
-// accuracyChart draws admitted against offered per second for every
-// algorithm: a log axis of the offered rates, each measured rate a point,
-// the offered load itself as grey points (what admitting everything would
-// give) and the limit as a dashed line; the legend in a column of its own.
+// accuracyChart draws one small panel per algorithm, all on the same
+// log-log axes: what it admitted per second over the run against what was
+// offered (evenly spaced), the most it admitted in any one second of
+// clumped traffic, the offered load itself (grey crosses: what admitting
+// everything would give) and the limit (dashed). One shared legend below
+// the panels, and a title above them.
 func accuracyChart(path string, acc []accRow) error {
-	p := plot.New()
-	// No label on a log-scale Y axis: gonum v0.10 reserves room for it at
-	// the arithmetic mid-point of the range, near the top of a log axis,
-	// and leaves a blank band above the data. The title says it instead.
-	p.Title.Text = fmt.Sprintf("Limit %d/s: admitted per second (over a minute, log scale) against offered", accuracyLimit)
-	p.X.Label.Text = "offered per second (log scale; a point at each rate offered)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	const cols = 4
+	rows := (len(acc) + cols - 1) / cols
+	lo, hi := float64(offeredRates[0])/1.15, float64(offeredRates[len(offeredRates)-1])*1.15
 	var xt []plot.Tick
 	for _, o := range offeredRates {
-		xt = append(xt, plot.Tick{Value: float64(o), Label: fmt.Sprint(o)})
-	}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(xt), logTicks{fmtCount}
-	lo, hi := float64(offeredRates[0])/1.15, float64(offeredRates[len(offeredRates)-1])*1.15
-	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
-	p.Add(plotter.NewGrid())
-
-	l := plot.NewLegend()
-	var entries []string
-
-	limit, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: accuracyLimit}, {X: p.X.Max, Y: accuracyLimit}})
-	if err != nil {
-		return err
-	}
-	limit.Color, limit.Dashes, limit.Width = floorColor, []vg.Length{vg.Points(6), vg.Points(3)}, vg.Points(1)
-	p.Add(limit)
-	l.Add(fmt.Sprintf("the limit, %d/s", accuracyLimit), limit)
-	entries = append(entries, fmt.Sprintf("the limit, %d/s", accuracyLimit))
-
-	var offered plotter.XYs
-	for _, o := range offeredRates {
-		offered = append(offered, plotter.XY{X: float64(o), Y: float64(o)})
-	}
-	op, err := plotter.NewScatter(offered)
-	if err != nil {
-		return err
-	}
-	op.GlyphStyle = draw.GlyphStyle{Color: floorColor, Radius: vg.Points(6), Shape: draw.CrossGlyph{}}
-	p.Add(op)
-	l.Add("offered (all admitted)", op)
-	entries = append(entries, "offered (all admitted)")
-
-	// Series that coincide (ours and x/time/rate at the same burst) stay
-	// visible: each point is drawn smaller than the last series' and with
-	// another shape.
-	for i, row := range acc {
-		xys := make(plotter.XYs, len(offeredRates))
-		for j, o := range offeredRates {
-			xys[j] = plotter.XY{X: float64(o), Y: row.admitted[j]}
+		label := ""
+		if o == 1 || o == 10 || o == 100 {
+			label = fmt.Sprint(o)
 		}
-		line, pts, err := plotter.NewLinePoints(xys)
+		xt = append(xt, plot.Tick{Value: float64(o), Label: label})
+	}
+	limitStyle := func(l *plotter.Line) {
+		l.Color, l.Dashes, l.Width = floorColor, []vg.Length{vg.Points(5), vg.Points(3)}, vg.Points(1)
+	}
+	offeredStyle := draw.GlyphStyle{Color: floorColor, Radius: vg.Points(3), Shape: draw.CrossGlyph{}}
+	clumpColor := color.RGBA{R: 0x33, G: 0x33, B: 0x33, A: 0xff}
+	grid := make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+	}
+	for i, row := range acc {
+		p := plot.New()
+		p.Title.Text = row.name
+		p.Title.TextStyle.Font.Size = vg.Points(9)
+		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Tick.Marker, p.Y.Tick.Marker = plot.ConstantTicks(xt), logTicks{fmtCount}
+		p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = lo, hi, lo, hi
+		p.X.Label.Text = "offered per second"
+		p.X.Label.TextStyle.Font.Size = vg.Points(8)
+		p.Add(plotter.NewGrid())
+		limit, err := plotter.NewLine(plotter.XYs{{X: lo, Y: accuracyLimit}, {X: hi, Y: accuracyLimit}})
 		if err != nil {
 			return err
 		}
-		c := plotutil.Color(i)
-		line.Color, line.Width = c, vg.Points(1.2)
-		line.Dashes = plotutil.Dashes(i)
-		pts.Color = c
-		pts.Shape = plotutil.Shape(i)
-		pts.Radius = vg.Points(max(2, 6.5-0.6*float64(i)))
-		p.Add(line, pts)
-		l.Add(row.name, line, pts)
-		entries = append(entries, row.name)
+		limitStyle(limit)
+		var offered, admitted, clumped plotter.XYs
+		for j, o := range offeredRates {
+			offered = append(offered, plotter.XY{X: float64(o), Y: float64(o)})
+			admitted = append(admitted, plotter.XY{X: float64(o), Y: row.admitted[j]})
+			clumped = append(clumped, plotter.XY{X: float64(o), Y: float64(row.clumped[j])})
+		}
+		op, err := plotter.NewScatter(offered)
+		if err != nil {
+			return err
+		}
+		op.GlyphStyle = offeredStyle
+		c := peerColor
+		if strings.HasPrefix(row.name, ours) {
+			c = ourColor
+		}
+		al, ap, err := plotter.NewLinePoints(admitted)
+		if err != nil {
+			return err
+		}
+		al.Color, al.Width, ap.Color, ap.Shape, ap.Radius = c, vg.Points(1.5), c, draw.CircleGlyph{}, vg.Points(2.5)
+		cl, cp, err := plotter.NewLinePoints(clumped)
+		if err != nil {
+			return err
+		}
+		cl.Color, cl.Dashes, cp.Color, cp.Shape, cp.Radius = clumpColor, []vg.Length{vg.Points(1), vg.Points(2)}, clumpColor, draw.TriangleGlyph{}, vg.Points(2.5)
+		p.Add(limit, op, cl, cp, al, ap)
+		grid[i/cols][i%cols] = p
 	}
-	return saveWithLegend(p, l, entries, 11*vg.Inch, 5.5*vg.Inch, path)
+
+	w, h := 12*vg.Inch, vg.Length(0.9+2.9*float64(rows))*vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	const titleH, legendH = 28, 40
+	title := fmt.Sprintf("Accuracy, one panel per algorithm: admitted per second (up) against offered per second (across), limit %d per second, log-log axes", accuracyLimit)
+	ts := plot.New().Title.TextStyle
+	ts.XAlign, ts.YAlign = draw.XCenter, draw.YCenter
+	dc.FillText(ts, vg.Point{X: w / 2, Y: h - vg.Points(titleH)/2}, title)
+
+	limit, _ := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 0}})
+	limitStyle(limit)
+	op, _ := plotter.NewScatter(plotter.XYs{{X: 0, Y: 0}})
+	op.GlyphStyle = offeredStyle
+	cl, cp, _ := plotter.NewLinePoints(plotter.XYs{{X: 0, Y: 0}})
+	cl.Color, cl.Dashes, cp.Color, cp.Shape = clumpColor, []vg.Length{vg.Points(1), vg.Points(2)}, clumpColor, draw.TriangleGlyph{}
+	items := []legendItem{
+		{"admitted per second over the minute, even arrivals: atomiclimit", []plot.Thumbnailer{swatch{ourColor}}},
+		{"x/time/rate", []plot.Thumbnailer{swatch{peerColor}}},
+		{"most admitted in any one second, clumped arrivals", []plot.Thumbnailer{cl, cp}},
+		{"offered (admitting all)", []plot.Thumbnailer{op}},
+		{fmt.Sprintf("the limit, %d/s", accuracyLimit), []plot.Thumbnailer{limit}},
+	}
+	drawLegendRow(draw.Crop(dc, vg.Points(24), -vg.Points(12), 0, -(h-vg.Points(legendH))), items)
+
+	panels := draw.Crop(dc, 0, 0, vg.Points(legendH), -vg.Points(titleH))
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(14), PadY: vg.Points(14), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4)}
+	canvases := plot.Align(grid, tiles, panels)
+	for r := range grid {
+		for c, p := range grid[r] {
+			if p != nil {
+				p.Draw(canvases[r][c])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// A legendItem is one entry of a legend drawn by drawLegendRow.
+type legendItem struct {
+	text   string
+	thumbs []plot.Thumbnailer
+}
+
+// drawLegendRow draws items side by side across c from its top left:
+// thumbnail, then text, then the next, on a new line where one would not
+// fit.
+func drawLegendRow(c draw.Canvas, items []legendItem) {
+	style := plot.NewLegend().TextStyle
+	style.XAlign, style.YAlign = draw.XLeft, draw.YCenter
+	const thumbW, lineH = 20, 16
+	x, y := c.Min.X, c.Max.Y-vg.Points(lineH)/2
+	for _, it := range items {
+		if w := vg.Points(thumbW+4) + style.Width(it.text); x > c.Min.X && x+w > c.Max.X {
+			x, y = c.Min.X, y-vg.Points(lineH)
+		}
+		thumb := draw.Canvas{Canvas: c.Canvas, Rectangle: vg.Rectangle{Min: vg.Point{X: x, Y: y - vg.Points(4)}, Max: vg.Point{X: x + vg.Points(thumbW), Y: y + vg.Points(4)}}}
+		for _, t := range it.thumbs {
+			t.Thumbnail(&thumb)
+		}
+		x += vg.Points(thumbW + 4)
+		c.FillText(style, vg.Point{X: x, Y: y}, it.text)
+		x += style.Width(it.text) + vg.Points(16)
+	}
 }
 
 // scalingChart draws ns/op over the core counts measured for every
 // implementation of one hot-key scenario; false if it has no figures.
 func scalingChart(path string, h hotScenario, res results, procs []int) (bool, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s (%s) by core count", h.bench, h.what)
+	p.Title.Text = hotTitle(h) + ", by core count"
 	p.X.Label.Text = "-cpu (GOMAXPROCS), log scale"
 	p.Y.Label.Text = "ns per decision (median; lower is better)"
 	p.X.Scale = plot.LogScale{}

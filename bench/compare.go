@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// The comparison with the last committed run: bench/raw/bench.txt and
-// bench/raw/memory.txt as the tree holds them (a fresh clone has them),
+// The comparison with the last committed run: bench/raw/bench.txt,
+// bench/raw/memory.txt and bench/raw/doors.txt as the tree holds them (a fresh clone has them),
 // read before this run writes anything, so that -update compares with the
 // files it replaces.
 
@@ -61,8 +61,10 @@ func loadBaseline(dir string) baseline {
 		return b
 	}
 	paths := []string{raw}
-	if mem := filepath.Join(dir, "raw", "memory.txt"); fileExists(mem) {
-		paths = append(paths, mem)
+	for _, name := range []string{"memory.txt", "doors.txt"} {
+		if f := filepath.Join(dir, "raw", name); fileExists(f) {
+			paths = append(paths, f)
+		}
 	}
 	b.res, b.info, b.err = readResults(paths...)
 	if md, err := os.ReadFile(filepath.Join(dir, "BENCHMARKS.md")); err == nil {

@@ -2,7 +2,7 @@
 // side by side on identical scenarios, and writes a report (BENCHMARKS.md,
 // charts/ and raw/) that compares atomiclimit with the last committed run.
 //
-//	go -C bench run .           # the full comparison, about 5 minutes on 2 cores; report in bench/out/
+//	go -C bench run .           # the full comparison, 5-6 minutes on 2 cores; report in bench/out/
 //	go -C bench run . -quick    # one short pass (CI), under a minute
 //	go -C bench run . -update   # a full run that rewrites the committed report in bench/
 //
@@ -10,10 +10,13 @@
 // so that a run leaves the tree clean; only -update writes the tracked
 // bench/BENCHMARKS.md, bench/charts/ and bench/raw/.
 //
-// It runs this package's benchmarks with go test (statistics by benchstat's
-// own packages, and benchstat's table in the report), then, in process, the
-// latency percentiles of single decisions under contention and the accuracy
-// of each algorithm under a virtual clock.
+// It runs this package's benchmarks from one test binary (go test -c;
+// statistics by benchstat's own packages, and benchstat's table in the
+// report): the single-key scenarios and the doors (net/http middleware,
+// gRPC interceptors) in rounds, one process a round with every
+// implementation once in each, the keyed scenarios in one process; then, in
+// process, the latency percentiles of single decisions under contention and
+// the accuracy of each algorithm under a virtual clock.
 package main
 
 import (
@@ -165,18 +168,54 @@ func run(o options) ([]string, error) {
 	}
 	rawPath := filepath.Join(o.out, "raw", "bench.txt")
 	memPath := filepath.Join(o.out, "raw", "memory.txt")
+	doorsPath := filepath.Join(o.out, "raw", "doors.txt")
 	cpus, _ := o.cpus()
-	total := countBenchmarks() * len(cpus)
-	fmt.Fprintf(os.Stderr, "[1/4] benchmarks: %d × %d runs of %s, %d keys\n", total, o.count, o.benchtime, o.keys)
-	if err := goTest(o, rawPath, benchPattern, o.benchtime, o.count, total); err != nil {
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s (at %v)\n", fmt.Sprintf(format, args...), time.Since(start).Round(time.Second))
+	}
+	bin, err := buildTestBinary()
+	if err != nil {
 		return nil, err
+	}
+	defer os.RemoveAll(filepath.Dir(bin))
+	raw, err := os.Create(rawPath)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	hot := countHot() * len(cpus)
+	step("[1/6] one key: %d benchmarks of %s in %s, one process a round", hot, o.benchtime, plural(float64(o.count), "round"))
+	if err := rounds(o, bin, raw, hotPattern, o.benchtime, o.count, hot, true); err != nil {
+		return nil, err
+	}
+	keyed := countKeyed() * len(cpus)
+	step("[2/6] keyed: %d benchmarks × %d runs of %s, %d keys, in one process", keyed, o.count, o.keyedBenchtime(), o.keys)
+	p := progress{all: keyed * o.count}
+	if err := p.run(testCmd(o, bin, keyedPattern, o.keyedBenchtime(), o.count, true), raw); err != nil {
+		return nil, fmt.Errorf("-test.bench=%s: %w", keyedPattern, err)
 	}
 	memCount := max(1, min(o.count, 3))
-	fmt.Fprintf(os.Stderr, "[2/4] heap per key: %d implementations × %d runs\n", countMemory(), memCount)
-	if err := goTest(o, memPath, "Memory", "1x", memCount, countMemory()); err != nil {
+	step("[3/6] heap per key: %d implementations × %d runs", countMemory(), memCount)
+	mem, err := os.Create(memPath)
+	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "[3/4] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation\n", len(hotScenarios), o.latCalls)
+	defer mem.Close()
+	p = progress{all: countMemory() * memCount}
+	if err := p.run(testCmd(o, bin, "Memory", "1x", memCount, false), mem); err != nil {
+		return nil, fmt.Errorf("-test.bench=Memory: %w", err)
+	}
+	step("[4/6] the doors (net/http middleware, gRPC interceptors): %d benchmarks of %s in %s, one process a round", countDoors(), o.shortBenchtime(), plural(float64(o.count), "round"))
+	doors, err := os.Create(doorsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer doors.Close()
+	if err := rounds(o, bin, doors, doorPattern, o.shortBenchtime(), o.count, countDoors(), false); err != nil {
+		return nil, err
+	}
+	step("[5/6] latency of single decisions on one hot key, %d scenarios: %d timed calls per implementation", len(hotScenarios), o.latCalls)
 	lat, err := measureLatency(o.latCalls)
 	if err != nil {
 		return nil, err
@@ -184,13 +223,13 @@ func run(o options) ([]string, error) {
 	if err := writeLatencyRaw(filepath.Join(o.out, "raw", "latency.txt"), lat); err != nil {
 		return nil, err
 	}
-	fmt.Fprintln(os.Stderr, "[4/4] accuracy under a virtual clock, then the report")
+	step("[6/6] accuracy under a virtual clock, then the report")
 	acc := measureAccuracy()
-	res, info, err := readResults(rawPath, memPath)
+	res, info, err := readResults(rawPath, memPath, doorsPath)
 	if err != nil {
 		return nil, err
 	}
-	stat, err := benchstatTable(rawPath)
+	stat, err := benchstatTable(rawPath, doorsPath)
 	if err != nil {
 		stat = "benchstat failed: " + err.Error()
 	}
@@ -201,20 +240,56 @@ func run(o options) ([]string, error) {
 	return writeReport(o, res, info, base, lat, acc, stat, charts)
 }
 
-// goTest runs the benchmarks matching pattern in this package and writes
-// their output to path, printing each result line as a progress step.
-func goTest(o options, path, pattern, benchtime string, count, perCount int) error {
-	f, err := os.Create(path)
+// buildTestBinary compiles this package's tests once (go test -c) into a
+// temporary directory, for every pass of the run, and returns its path.
+func buildTestBinary() (string, error) {
+	dir, err := os.MkdirTemp("", "atomiclimit-bench-")
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer f.Close()
-	args := []string{"test", "-run=^$", "-bench=" + pattern, "-benchtime=" + benchtime, fmt.Sprintf("-count=%d", count), "-timeout=60m"}
-	if o.cpu != "" && pattern == benchPattern {
-		args = append(args, "-cpu="+o.cpu)
+	bin := filepath.Join(dir, "bench.test")
+	build := exec.Command("go", "test", "-c", "-o", bin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("go test -c: %w", err)
 	}
-	cmd := exec.Command("go", append(args, ".")...)
+	return bin, nil
+}
+
+// testCmd is one process of the test binary bin running the benchmarks
+// matching pattern count times each, at the -cpu list where cpu says so.
+func testCmd(o options, bin, pattern, benchtime string, count int, cpu bool) *exec.Cmd {
+	args := []string{"-test.run=^$", "-test.bench=" + pattern, "-test.benchtime=" + benchtime, fmt.Sprintf("-test.count=%d", count), "-test.timeout=60m"}
+	if cpu && o.cpu != "" {
+		args = append(args, "-test.cpu="+o.cpu)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("ATOMICLIMIT_BENCH_KEYS=%d", o.keys))
+	return cmd
+}
+
+// rounds runs the benchmarks matching pattern in count rounds, one process
+// of the test binary bin a round, each running every implementation of
+// every scenario once (perRound benchmarks), and writes their output to f.
+// A slow spell of a shared machine then falls on one round of all of them,
+// not on every run of one.
+func rounds(o options, bin string, f *os.File, pattern, benchtime string, count, perRound int, cpu bool) error {
+	p := progress{all: perRound * count}
+	for range count {
+		if err := p.run(testCmd(o, bin, pattern, benchtime, 1, cpu), f); err != nil {
+			return fmt.Errorf("-test.bench=%s: %w", pattern, err)
+		}
+	}
+	return nil
+}
+
+// A progress counts the result lines of benchmark processes against all.
+type progress struct{ done, all int }
+
+// run runs cmd, copies its output to f and prints each result line as a
+// progress step.
+func (p *progress) run(cmd *exec.Cmd, f *os.File) error {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -223,28 +298,65 @@ func goTest(o options, path, pattern, benchtime string, count, perCount int) err
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	done, all := 0, perCount*count
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(f, line)
 		if strings.HasPrefix(line, "Benchmark") && strings.Contains(line, "\t") {
-			done++
+			p.done++
 			fields := strings.Fields(line)
-			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", done, all, fields[0], fields[2], fields[3])
+			fmt.Fprintf(os.Stderr, "  %3d/%d  %-60s %s %s\n", p.done, p.all, fields[0], fields[2], fields[3])
 		}
 	}
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("go test -bench=%s: %w", pattern, err)
-	}
-	return nil
+	return cmd.Wait()
 }
 
-// benchPattern selects the benchmarks of the main pass.
-const benchPattern = "Serial|HotKey|Contended|Deny|Keys|Insert"
+// The patterns of the passes: the single-key scenarios and the doors run
+// in rounds; the keyed scenarios run in one process, each implementation's
+// runs back to back, since a round would build their million-key fixtures
+// anew.
+const (
+	hotPattern   = "^Benchmark(Serial|HotKey|Contended|Deny)$"
+	keyedPattern = "^Benchmark(Keys|Insert)$"
+	doorPattern  = "^Benchmark(HTTP|GRPC)$"
+)
 
-// countBenchmarks returns the number of sub-benchmarks one count runs.
-func countBenchmarks() int {
+// shortBenchtime is the doors' -benchtime: half the single-key
+// scenarios'. A request through a middleware takes a microsecond or more,
+// so that 100 ms still holds 10^5 of them, and six rounds of the doors
+// then take under a minute.
+func (o options) shortBenchtime() string {
+	d, err := time.ParseDuration(o.benchtime)
+	if err != nil {
+		return o.benchtime // an iteration count (…x): as given
+	}
+	return (d / 2).String()
+}
+
+// keyedBenchtime is the keyed scenarios' -benchtime: a fixed count of
+// calls, one per microsecond of -benchtime (200000x for 200ms), the same
+// calls on the same keys for every implementation. The testing package
+// collects garbage before each timed run, and with a million keys in the
+// fixtures and the limiter that takes up to a second on two loaded cores:
+// a count takes two runs a result line where a duration takes four or
+// five to find its count. (On the 2-core machine of the committed run,
+// with other builds running, the keyed pass took 248 s at 200ms, 172-177 s
+// at 100ms and 114 s at 200000x.)
+func (o options) keyedBenchtime() string {
+	d, err := time.ParseDuration(o.benchtime)
+	if err != nil {
+		return o.benchtime
+	}
+	return fmt.Sprintf("%dx", max(1, d/time.Microsecond))
+}
+
+// countDoors returns the number of the doors' sub-benchmarks in one round.
+func countDoors() int {
+	return len(httpScenarios)*len(httpDoors) + len(grpcScenarios)*len(grpcDoors)
+}
+
+// countHot returns the number of single-key sub-benchmarks in one round.
+func countHot() int {
 	n := 0
 	for _, p := range peers {
 		if p.single != nil {
@@ -255,6 +367,14 @@ func countBenchmarks() int {
 				n++
 			}
 		}
+	}
+	return n
+}
+
+// countKeyed returns the number of keyed sub-benchmarks one count runs.
+func countKeyed() int {
+	n := 0
+	for _, p := range peers {
 		if p.keyed != nil {
 			n += 3 // Keys uniform, Keys zipf, Insert
 		}
@@ -265,7 +385,7 @@ func countBenchmarks() int {
 func countMemory() int {
 	n := 0
 	for _, p := range peers {
-		if p.keyed != nil {
+		if p.keyed != nil && p.name != floorName {
 			n++
 		}
 	}

@@ -39,8 +39,9 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	}
 	w("- Machine: %s, %d logical CPUs, GOMAXPROCS=%d, %s/%s\n", machine, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	w("- Go: %s\n", runtime.Version())
-	w("- Benchmarks: `go test -run='^$' -bench='%s' -benchtime=%s -count=%d` in `bench/`, with %d keys in the keyed scenarios; heap per key: `-bench=Memory -benchtime=1x -count=%d`.\n", benchPattern, o.benchtime, o.count, o.keys, max(1, min(o.count, 3)))
-	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, and the latency harness's `raw/latency.txt`.\n")
+	w("- Benchmarks: the test binary is built once (`go test -c`); the single-key scenarios run in %d rounds of `bench.test -test.run='^$' -test.bench='%s' -test.benchtime=%s -test.count=1`, one process a round with every implementation once in each, so that a slow spell of the machine falls on one round of all of them; the keyed scenarios, with %d keys, in one process, `-test.bench='%s' -test.benchtime=%s -test.count=%d`, each implementation's runs back to back (a round would build their fixtures anew), each run the same count of calls for every implementation; heap per key: `-test.bench=Memory -test.benchtime=1x -test.count=%d`.\n", o.count, hotPattern, o.benchtime, o.keys, keyedPattern, o.keyedBenchtime(), o.count, max(1, min(o.count, 3)))
+	w("- The doors (HTTP middleware, gRPC interceptors) run in %d rounds as the single-key scenarios do: `bench.test -test.run='^$' -test.bench='%s' -test.benchtime=%s -test.count=1`.\n", o.count, doorPattern, o.shortBenchtime())
+	w("- Statistics: medians and 95%% intervals from benchstat's own packages (`golang.org/x/perf/benchmath`); benchstat's table is at the end. Raw output: `raw/bench.txt`, `raw/memory.txt`, `raw/doors.txt`, and the latency harness's `raw/latency.txt`.\n")
 	cpus, _ := o.cpus()
 	w("- Core counts: the benchmarks ran at -cpu=%s, on a machine with %d logical CPUs; the latency harness at GOMAXPROCS=%d.", intList(cpus), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	if len(cpus) == 1 {
@@ -52,11 +53,18 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	for _, p := range peers {
 		w("| %s | %s |\n", p.name, p.note)
 	}
+	w("\nThe doors (net/http middleware and gRPC unary interceptors, section \"Behind the doors\"):\n\n| name | configured as |\n|---|---|\n")
+	for _, d := range httpDoors {
+		w("| HTTP: %s | %s |\n", d.name, d.note)
+	}
+	for _, d := range grpcDoors {
+		w("| gRPC: %s | %s |\n", d.name, d.note)
+	}
 	w("\nEvery scenario gives each implementation the same limit: a billion per second with a burst of 2^30 where every call should be admitted; 10^8 and 10^6 per second with a burst of 1000 on one key offered from every core; one per hour (spent before timing) on the deny path. `allowed/op` shows what each really did; where a peer admitted a different share than atomiclimit, the summary says so, because it did different work. ")
 	w("Tuned or default: the constructors of x/time/rate, throttled, go-limiter, ulule and juju take the limit and the burst (or a window) and nothing else that changes a decision, so their configuration above is also their default. uber/ratelimit has a slack besides its rate, default 10: it runs twice, tuned to our burst (`uber/ratelimit`) and at its default (`uber-default`).\n\n")
 
 	w("## Summary: atomiclimit against the best peer in each scenario\n\n| scenario | atomiclimit | best peer | its figure | ratio | ahead of every peer? |\n|---|---:|---|---:|---:|---|\n")
-	var behind, level []string
+	var behind, level, plainBest []string
 	for _, sc := range res.scenarios() {
 		unit := unitOf(sc)
 		our, ok := res[sc][ours][unit]
@@ -64,16 +72,19 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 			continue
 		}
 		bestName, best := "", stat{center: math.Inf(1)}
-		for _, p := range peers {
-			if p.name == ours || p.name == "floor" {
+		for _, name := range implNames(sc) {
+			if name == ours || name == floorName {
 				continue
 			}
-			if s, ok := res[sc][p.name][unit]; ok && s.center < best.center {
-				bestName, best = p.name, s
+			if s, ok := res[sc][name][unit]; ok && s.center < best.center {
+				bestName, best = name, s
 			}
 		}
 		if bestName == "" {
 			continue
+		}
+		if bestName == xrateDoorName {
+			plainBest = append(plainBest, sc)
 		}
 		ahead, st := standing(our, best)
 		switch st {
@@ -97,11 +108,17 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 	if len(level) > 0 {
 		w("\nLevel with the best peer in: %s.\n", strings.Join(level, ", "))
 	}
+	if len(plainBest) > 0 {
+		w("\nIn %s the best is the plain baseline, a map of x/time/rate limiters under a mutex that writes no headers and no body; the middleware's figures are in the doors' section (\"Behind the doors\").\n", strings.Join(plainBest, ", "))
+	}
 	w("\n")
 	flagged := writeComparison(w, base, res, info)
 
 	hotDone := false
 	for _, sc := range res.scenarios() {
+		if isDoor(sc) {
+			continue // in their own section, below
+		}
 		if _, ok := hotScenarioOf(sc); ok {
 			// Every core count's hot-key tables in one section, where
 			// the first of them would be.
@@ -115,26 +132,23 @@ func writeReport(o options, res results, info runInfo, base baseline, lat []latS
 		w("## %s\n\n", sc)
 		w("| implementation | %s (median) | 95%% interval | allowed/op | B/op | allocs/op | atomiclimit ÷ this |\n|---|---:|---|---:|---:|---:|---:|\n", unit)
 		our := res[sc][ours][unit]
-		for _, p := range peers {
-			m, ok := res[sc][p.name]
+		for _, name := range implNames(sc) {
+			m, ok := res[sc][name]
 			if !ok {
 				continue
 			}
 			s := m[unit]
 			ratio := "—"
-			if p.name != ours && s.center > 0 {
+			if name != ours && s.center > 0 {
 				ratio = fmtRatio(our.center / s.center)
 			}
-			interval := fmt.Sprintf("%s – %s", fmtUnit(s.lo, unit), fmtUnit(s.hi, unit))
-			if math.IsInf(s.lo, 0) || math.IsInf(s.hi, 0) {
-				interval = fmt.Sprintf("too few runs (%d)", s.n)
-			}
-			w("| %s | %s | %s | %s | %s | %s | %s |\n", p.name, fmtUnit(s.center, unit), interval,
+			w("| %s | %s | %s | %s | %s | %s | %s |\n", name, fmtUnit(s.center, unit), fmtInterval(s, unit),
 				opt(m, "allowed/op", "%.3f"), opt(m, "B/op", "%.0f"), opt(m, "allocs/op", "%.0f"), ratio)
 		}
 		w("\n%s\n\n", scenarioNote(sc))
 		writeCharts(w, chartsOf(charts, sc))
 	}
+	writeDoors(w, o, res, charts)
 	var scaling []chart
 	for _, h := range hotScenarios {
 		scaling = append(scaling, chartsOf(charts, "scaling "+h.bench)...)
@@ -246,13 +260,13 @@ func scenarioNote(sc string) string {
 	case sc == "Serial":
 		return "One goroutine, one key, every call admitted."
 	case strings.HasPrefix(sc, "Keys/dist=uniform"):
-		return "All goroutines on pre-built keys, each call a key drawn uniformly: mostly cache misses."
+		return "All goroutines on pre-built keys, each call a key drawn uniformly: mostly cache misses. The floor finds the key's cell by the number its name ends in, with no map (see its note): the gap to it is what finding one key among them costs each limiter."
 	case strings.HasPrefix(sc, "Keys/dist=zipf"):
 		return "As above with Zipf-distributed keys (s = 1.1): a hot set stays in cache."
 	case sc == "Insert":
-		return "One goroutine; every call is a key the limiter has never seen."
+		return "One goroutine; every call is a key the limiter has never seen. The floor writes the new key's cell where it was made in advance: no map, no allocation."
 	case strings.HasPrefix(sc, "Memory"):
-		return "Heap bytes per key after inserting the keys (GC'd before and after), excluding the keys' own bytes, which were allocated before the first reading. The single-value B/op and allocs/op columns do not apply."
+		return "Heap bytes per key after inserting the keys (GC'd before and after), excluding the keys' own bytes, which were allocated before the first reading. The single-value B/op and allocs/op columns do not apply. No floor: the least any limiter keeps is one 8-byte word of state per key, besides whatever finds the key."
 	}
 	return ""
 }
@@ -289,6 +303,9 @@ func hotScenarioOf(sc string) (hotScenario, bool) {
 func scenarioLabel(sc string) string {
 	if h, ok := hotScenarioOf(sc); ok {
 		return fmt.Sprintf("%s (%s)", sc, h.what)
+	}
+	if isDoor(sc) {
+		return fmt.Sprintf("%s (%s)", sc, scenarioTitle(sc))
 	}
 	return sc
 }

@@ -168,3 +168,61 @@ func TestStanding(t *testing.T) {
 		}
 	}
 }
+
+// TestTitlesInWords: every scenario's chart title is words, not the
+// benchmark's name.
+func TestTitlesInWords(t *testing.T) {
+	scs := []string{"Serial", "Keys/dist=uniform/keys=1000000", "Keys/dist=zipf/keys=1000000", "Insert", "Memory/keys=1000000", "HotKey/cpu=4"}
+	for _, h := range hotScenarios {
+		scs = append(scs, h.bench)
+	}
+	for _, sc := range httpScenarios {
+		scs = append(scs, "HTTP/"+sc.name)
+	}
+	for _, sc := range grpcScenarios {
+		scs = append(scs, "GRPC/"+sc.name)
+	}
+	for _, sc := range scs {
+		got := scenarioTitle(sc)
+		name := got == sc
+		for _, id := range []string{"dist=", "keys=", "ips=", "result=", "rate=", "burst=", "cpu=", "HTTP/", "GRPC/", "HotKey", "Contended", "Deny"} {
+			name = name || strings.Contains(got, id)
+		}
+		if name {
+			t.Errorf("scenarioTitle(%q) = %q: not in words", sc, got)
+		}
+	}
+	if got, want := scenarioTitle("Keys/dist=zipf/keys=1000000"), "1,000,000 keys"; !strings.HasPrefix(got, want) {
+		t.Errorf("scenarioTitle = %q, want it to start %q", got, want)
+	}
+}
+
+// TestDoorsSection: the doors' scenarios get a section of their own, with
+// every implementation's overhead over the floor in time and allocations.
+func TestDoorsSection(t *testing.T) {
+	raw := "cpu: Test CPU\n" +
+		benchLines("HTTP/ips=1/result=admitted/impl=atomiclimit", "700 ns/op\t1.000 allowed/op\t400 B/op\t5 allocs/op", 6) +
+		benchLines("HTTP/ips=1/result=admitted/impl=chi-httprate", "1000 ns/op\t1.000 allowed/op\t600 B/op\t13 allocs/op", 6) +
+		benchLines("HTTP/ips=1/result=admitted/impl=floor", "200 ns/op\t1.000 allowed/op\t48 B/op\t1 allocs/op", 6) +
+		benchLines("GRPC/result=denied/impl=atomiclimit", "900 ns/op\t0 allowed/op\t2000 B/op\t29 allocs/op", 6) +
+		benchLines("GRPC/result=denied/impl=floor", "10 ns/op\t1.000 allowed/op\t0 B/op\t0 allocs/op", 6)
+	md := writeTestReport(t, raw, "", nil, nil)
+	for _, want := range []string{
+		"## Behind the doors",
+		"### HTTP middleware, one client IP: every request admitted",
+		"| atomiclimit | 700.0 ns |",
+		"| 500.0 ns | +4 | — | — |",          // ours over the floor
+		"| 800.0 ns | +12 | 0.70× | 0.62× |", // chi: 700/1000, 500/800
+		"| floor | 200.0 ns |",
+		"### gRPC unary interceptor, one peer IP: every call denied (ResourceExhausted)",
+		"| 890.0 ns | +29 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The doors' scenarios are not also written as limiter tables.
+	if strings.Contains(md, "## HTTP/") || strings.Contains(md, "## GRPC/") {
+		t.Errorf("a door scenario has a limiter table")
+	}
+}

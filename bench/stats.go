@@ -157,7 +157,8 @@ func readResults(paths ...string) (results, runInfo, error) {
 // cpu=16).
 func (r results) scenarios() []string {
 	order := func(s string) int {
-		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory"} {
+		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory",
+			"HTTP/ips=1/result=admitted", "HTTP/ips=1/result=denied", "HTTP/", "GRPC/result=admitted", "GRPC/"} {
 			if strings.HasPrefix(s, p) {
 				return i
 			}
@@ -182,14 +183,21 @@ func (r results) scenarios() []string {
 	return names
 }
 
-// benchstatTable runs benchstat itself on the raw file, one column per
+// benchstatTable runs benchstat itself on each raw file, one column per
 // implementation, for the report's appendix.
-func benchstatTable(rawPath string) (string, error) {
-	cmd := exec.Command("go", "tool", "benchstat", "-col", "/impl", rawPath)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("benchstat: %w", err)
+func benchstatTable(rawPaths ...string) (string, error) {
+	var b strings.Builder
+	for i, path := range rawPaths {
+		cmd := exec.Command("go", "tool", "benchstat", "-col", "/impl", path)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("benchstat %s: %w", path, err)
+		}
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		b.Write(out)
 	}
-	return string(out), nil
+	return b.String(), nil
 }
