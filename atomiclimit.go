@@ -52,7 +52,8 @@
 // default, so wall-clock steps change nothing; WithClock injects a clock
 // (ManualClock for tests), WithCoarseClock a cheaper cached one. A stale or
 // backward time can only make a decision stricter: no state ever moves
-// back, but for a Refund, which gives back no more than the admission took.
+// back, but for a give-back, which gives back no more than the admission
+// took as long as the clock it reads does not go back (see Keyed.Refund).
 package atomiclimit
 
 import (

@@ -25,7 +25,7 @@ func (r *Reservation) CancelReporting() bool {
 	if r.finished {
 		return false
 	}
-	return r.cancel(r.src)
+	return r.cancel(r.src.GiveBack())
 }
 
 // WaitNWithTimer is Keyed.WaitN with a hand-fired timer.

@@ -44,7 +44,11 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 			return Reservation{}, fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())
 		}
 		r, err := reserveOn(c.bucket(), &c.rule().g, &k.src, now, n, maxWait)
-		if err == nil || !c.isRetired() {
+		if err == nil {
+			r.owner, r.key = k, c
+			return r, nil
+		}
+		if !c.isRetired() {
 			return r, err
 		}
 		// The cell was retired under us: decide again on the key's new cell.

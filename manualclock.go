@@ -18,5 +18,7 @@ type ManualClock struct {
 func (c *ManualClock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
 
 // Advance moves the clock d forward (back, for d < 0: a limiter decides a
-// backward time as at its latest, never looser).
+// backward time as at its latest, never looser; but a give-back, Refund or
+// Reservation.Cancel, needs a reading no earlier than the decisions since
+// its admission, and may be generous after the clock went back).
 func (c *ManualClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }

@@ -25,8 +25,15 @@ type Reservation struct {
 	taken    atomicbucket.Taken   // what Refund needs
 	actAt    int64                // when its tokens are due, ns since the epoch
 	n        int
-	finished bool // cancelled, or nothing left to cancel
+	finished bool  // cancelled, or nothing left to cancel
+	owner    giver // a keyed limiter told of the give-back, or nil
+	key      *cell // the keyed limiter's cell that holds the tokens
 }
+
+// A giver is told that a cell's state was given something back: a keyed
+// limiter, whose full store must then look at the key again (it may be idle
+// sooner than the store last saw).
+type giver interface{ gaveBack(c *cell) }
 
 // Reserve is shorthand for ReserveN(clock.Now(), 1).
 func (l *Limiter) Reserve() (*Reservation, error) {
@@ -117,7 +124,7 @@ func (r *Reservation) Cancel() {
 	if r == nil || r.finished || r.cell == nil {
 		return
 	}
-	r.cancel(r.src)
+	r.cancel(r.src.GiveBack())
 }
 
 // CancelAt is Cancel at the given time, for callers that stamp their own
@@ -140,5 +147,11 @@ func (r *Reservation) cancel(clk algo.Clock) (refunded bool) {
 	if clk.Now() > r.actAt {
 		return false // its tokens were due and are taken to be used
 	}
-	return r.cell.Refund(r.params, r.taken, r.n, clk.Now)
+	if !r.cell.Refund(r.params, r.taken, r.n, clk.Now) {
+		return false
+	}
+	if r.owner != nil {
+		r.owner.gaveBack(r.key)
+	}
+	return true
 }

@@ -104,7 +104,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 			}
 			algs[i] = a
 		}
-		set, err := algo.NewSet(src, algs...)
+		set, err := algo.NewSet(src.GiveBack(), algs...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
 		}
@@ -124,7 +124,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 	if p != nil {
 		r.g, r.gcra = *p, true
 	}
-	r.set, _ = algo.NewSet(src, a) // one band always makes a set
+	r.set, _ = algo.NewSet(src.GiveBack(), a) // one band always makes a set
 	r.word, _ = algo.WordOf(a)
 	r.one = a
 	r.q = r.describe()

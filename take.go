@@ -18,6 +18,7 @@ import (
 // for the key after it was removed.
 type Receipt struct {
 	state unsafe.Pointer // in process: the cell that admitted; nil for a remote limiter
+	rule  unsafe.Pointer // in process: the rule that admitted (a give-back measures by it)
 	v     [3]uint64      // in process: the algo.Taken; remote: the limiter's own values
 }
 
@@ -40,18 +41,18 @@ func takenOf(t atomicbucket.Taken) algo.Taken {
 	return algo.Taken{Word: uint64(t.TAT), At: t.At, Epoch: t.Epoch}
 }
 
-// receiptOf returns the receipt of an admission of cell c.
-func receiptOf(c *cell, t algo.Taken) Receipt {
+// receiptOf returns the receipt of an admission of cell c under rule r.
+func receiptOf(c *cell, r *rule, t algo.Taken) Receipt {
 	if t == (algo.Taken{}) {
 		return Receipt{}
 	}
-	return Receipt{state: unsafe.Pointer(c), v: [3]uint64{t.Word, uint64(t.At), t.Epoch}}
+	return Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{t.Word, uint64(t.At), t.Epoch}}
 }
 
 // taken returns what r says of an admission of cell c, and false if r is
 // not a receipt of c.
-func (r Receipt) taken(c *cell) (algo.Taken, bool) {
-	if r.state != unsafe.Pointer(c) {
+func (r Receipt) taken(c *cell, cur *rule) (algo.Taken, bool) {
+	if r.state != unsafe.Pointer(c) || r.rule != unsafe.Pointer(cur) {
 		return algo.Taken{}, false
 	}
 	return algo.Taken{Word: r.v[0], At: int64(r.v[1]), Epoch: r.v[2]}, true
@@ -87,9 +88,9 @@ type KeyedLimiter[K comparable] interface {
 	Peek(ctx context.Context, key K, n int) (gcra.Decision, error)
 	// Refund gives back the n that an admission of key took, identified by
 	// its receipt, as far as key's state still holds it, and reports whether
-	// it gave anything back. It never creates quota: the state ends as it
-	// would be had the admission never been made, or stricter (see
-	// Keyed.Refund). n must be the n given to Take.
+	// it gave anything back. Given each receipt at most once, with the n
+	// given to Take, it never creates quota: the state ends as it would be
+	// had the admission never been made, or stricter (see Keyed.Refund).
 	Refund(ctx context.Context, key K, n int, r Receipt) (bool, error)
 	// Quota describes the rule key is held to: its own tier's, if it has
 	// one. It never makes a remote call.
@@ -118,10 +119,15 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		// CompareAndSwap, written out here so that nothing is copied twice.
 		if c, ok := k.m.Load(key); ok {
 			var t atomicbucket.Taken
-			d, t = c.bucket().TakeN(&k.ruleOf(c).g, now, n)
-			// A retired bucket denies everything: only a denial needs the check.
-			if d.Allowed || !k.cells.IsRetired(c) {
-				return d, receiptOf(c, takenOf(t)), nil
+			r := k.ruleOf(c)
+			d, t = c.bucket().TakeN(&r.g, now, n)
+			if d.Allowed {
+				return d, receiptOf(c, r, takenOf(t)), nil
+			}
+			// A retired bucket denies everything, and a coarse reading may
+			// lag: only those denials take the path below.
+			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
+				return d, Receipt{}, nil
 			}
 		}
 	}
@@ -187,7 +193,7 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 			d, t = r.set.Take(k.cells.state(c), now, n)
 		}
 		if d.Allowed || !k.cells.IsRetired(c) {
-			return d, receiptOf(c, t), false
+			return d, receiptOf(c, r, t), false
 		}
 	}
 }
@@ -201,10 +207,18 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 // own: see Bucket.Refund). It gives back nothing for a key removed or
 // replaced meanwhile (the receipt names the state that admitted), once the
 // window the admission was counted in has passed, or for the zero Receipt.
-// n must be the n given to Take. A rule changed since Take (SetRule,
-// SetKeyRule) measures the give-back by the new rule. Give-backs of one key
-// wait for each other (never for decisions); ctx is unused and the error is
-// always nil.
+// It also gives back nothing once the key's rule has changed (SetRule,
+// SetKeyRule, a tier's): the new rule could measure the admission as more
+// than it took.
+//
+// Give each receipt back at most once, with the n given to Take: a second
+// give-back of the same receipt could return what a later admission took.
+// The give-back reads the limiter's clock (the precise one under
+// WithCoarseClock), which must not read earlier than the time of any
+// decision since the admission: an injected clock that goes back, or a
+// TakeN stamped ahead of it, could make it generous, as Reservation.CancelAt
+// says. Give-backs wait for each other on a lock that keys share by their
+// address (never for decisions); ctx is unused and the error is always nil.
 func (k *Keyed[K]) Refund(_ context.Context, key K, n int, r Receipt) (bool, error) {
 	if r.state == nil || n < 1 {
 		return false, nil
@@ -213,17 +227,26 @@ func (k *Keyed[K]) Refund(_ context.Context, key K, n int, r Receipt) (bool, err
 	if !ok {
 		return false, nil // removed: it was idle, so it held nothing of the admission
 	}
-	t, ok := r.taken(c)
+	cur := c.rule()
+	t, ok := r.taken(c, cur)
 	if !ok {
-		return false, nil // another state: the key was replaced, or another limiter's receipt
+		// Another state (the key was replaced, or another limiter's
+		// receipt), or another rule: a give-back measured by a rule
+		// other than the one that took could return more than was taken.
+		return false, nil
 	}
-	back := c.rule().set.RefundTaken(k.cells.state(c), t, n)
+	back := cur.set.RefundTaken(k.cells.state(c), t, n)
 	if back {
-		// The key may be idle sooner than its last admission said: a full
-		// limiter looking for room must look at it again.
-		if from, live := k.cells.IdleFrom(c); live {
-			k.st.GaveBack(from)
-		}
+		k.gaveBack(c)
 	}
 	return back, nil
+}
+
+// gaveBack tells the store that c was given something back: the key may be
+// idle sooner than its last admission said, and a full limiter looking for
+// room must look at it again.
+func (k *Keyed[K]) gaveBack(c *cell) {
+	if from, live := k.cells.IdleFrom(c); live {
+		k.st.GaveBack(from)
+	}
 }

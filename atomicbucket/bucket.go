@@ -187,7 +187,10 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (t Ta
 // comes back if no other give-back of the bucket happened since the
 // admission; otherwise the part certainly its own. It never gives back more
 // than the admission took from the bucket as it would be without it, under
-// any interleaving (see gcra.Params.Refund for the proof).
+// any interleaving (see gcra.Params.Refund for the proof), provided that now
+// reads no earlier than every decision on the bucket since the admission
+// (a clock that goes back, or a decision stamped ahead of it, breaks the
+// proof) and that t is given back once, with its own n.
 //
 // Refunds of one bucket wait for each other (a lock per stripe of buckets,
 // which decisions never take): a lock-free Refund could act on a state that

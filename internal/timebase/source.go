@@ -103,6 +103,19 @@ func (s *Source) Precise() int64 {
 	return now
 }
 
+// GiveBack returns s as the clock of give-backs. gcra.Params.Refund needs a
+// reading no earlier than any decision the state it loads was decided at;
+// a coarse reading can lag one that Refresh stamped, so on a coarse Source
+// a give-back reads the fresh clock (Precise). Give-backs are off the hot
+// path: the read costs nothing there.
+func (s *Source) GiveBack() GiveBackClock { return GiveBackClock{s} }
+
+// A GiveBackClock reads a Source for a give-back (see Source.GiveBack).
+type GiveBackClock struct{ s *Source }
+
+// Now returns s.Precise().
+func (c GiveBackClock) Now() int64 { return c.s.Precise() }
+
 // IsCoarse reports whether s reads the coarse clock.
 func (s *Source) IsCoarse() bool { return s.mode == modeCoarse }
 
