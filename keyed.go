@@ -129,6 +129,9 @@ func NewKeyedRule[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 	if !cfg.keyed.Valid() {
 		return nil, fmt.Errorf("%w: WithMaxKeys(%d, %v): a negative bound or an unknown policy", ErrOption, cfg.keyed.MaxKeys, cfg.keyed.Full)
 	}
+	if !cfg.keyed.ShardsValid() {
+		return nil, fmt.Errorf("%w: WithShards(%d): must be in [0, %d]", ErrOption, cfg.keyed.Shards, keyed.MaxShards)
+	}
 	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
 	k.src = newSource(&cfg, k)
 	def, err := newTier(k.src, k.src.Now(), nil, spec)

@@ -32,10 +32,11 @@ const (
 // longer, unless a key it saw may have become idle: so a flood of new keys
 // keeps a full limiter scanning at most about a tenth of the time). Only if
 // no key is idle does policy decide.
-// The bound also presizes the map for n keys, so that it never grows (a
-// growth copies a shard while requests for its new keys wait); the tables
-// cost from the start what a full limiter holds: 64 bytes per 3.75 keys of
-// the bound, rounded up to a power of two per shard.
+// The bound also presizes the map for n keys, up to 2^22, so that it never
+// grows (a growth copies a shard while requests for its new keys wait); the
+// tables cost from the start what a full limiter holds: 64 bytes per 3.75
+// keys of the bound, rounded up to a power of two per shard. A larger bound
+// presizes for 2^22 keys, and the map grows beyond as keys come.
 func WithMaxKeys(n int, policy FullPolicy) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.MaxKeys, cfg.keyed.Full = n, keyed.FullPolicy(policy)
@@ -63,7 +64,9 @@ func WithSweepInterval(d time.Duration) Option {
 // to a power of two; default 16). A map without a key bound grows by
 // doubling one shard's table at a time, and the requests for new keys of
 // that shard wait for the copy: more shards make each copy smaller. Each
-// shard holds about 3 KiB when empty. WithMaxKeys avoids growth altogether.
+// shard holds about 2 KiB when empty. WithMaxKeys avoids growth altogether.
+// n must be in [0, 65536] (0: the default), or the constructor fails with
+// ErrOption.
 func WithShards(n int) Option {
 	return optionFunc(func(cfg *config) {
 		cfg.keyed.Shards = n

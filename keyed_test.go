@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -141,6 +142,16 @@ func TestKeyedOptions(t *testing.T) {
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
 	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithMaxKeys(1, atomiclimit.FullPolicy(9)))
 	require.ErrorIs(t, err, atomiclimit.ErrOption)
+	for _, n := range []int{-1, 1<<16 + 1, math.MaxInt} {
+		_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithShards(n))
+		require.ErrorIs(t, err, atomiclimit.ErrOption, "WithShards(%d)", n)
+	}
+	// A key bound far above what fits in memory is a bound, not a table:
+	// the map is presized for 2^22 keys at most.
+	huge, err := atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 1), atomiclimit.WithMaxKeys(math.MaxInt, atomiclimit.RejectNew), atomiclimit.WithShards(1<<16))
+	require.NoError(t, err)
+	require.True(t, huge.Allow("a"))
+	huge.Close()
 	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1, time.Second), 0))
 	require.ErrorIs(t, err, gcra.ErrInvalidBurst)
 	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.GCRA(gcra.Per(1000000, time.Second), 2), atomiclimit.WithCoarseClock())

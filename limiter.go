@@ -86,7 +86,6 @@ func checkClock(src *timebase.Source, p *gcra.Params) error {
 	return nil
 }
 
-// Allow reports whether one event may happen now, and takes it if so.
 // paddedWord is a limiter's state word alone on a cache line, as an
 // atomicbucket.PaddedBucket: a limiter hit from many cores neither suffers
 // nor causes false sharing.
@@ -99,7 +98,8 @@ type paddedWord struct {
 // bucket is the limiter's word as a GCRA bucket.
 func (l *Limiter) bucket() *atomicbucket.Bucket { return atomicbucket.Of(&l.cell.word) }
 
-// Allow is shorthand for AllowN(clock.Now(), 1).
+// Allow reports whether one event may happen now, and takes it if so. It
+// is shorthand for AllowN(clock.Now(), 1).
 func (l *Limiter) Allow() bool {
 	// The GCRA path by hand (Bucket.AllowN's first attempt inlines here),
 	// as in AllowN: a call less on the hottest path there is.

@@ -9,8 +9,11 @@
 // GCRA and every other algorithm, are in package atomiclimit, whose keyed
 // limiter keeps one of these words per key.
 //
-// Times are nanoseconds on the caller's own time base (gcra.Nanos). Every
-// method takes the time and the count, as x/time/rate's AllowN(t, n) does:
+// Times are nanoseconds on the caller's own time base, converted by
+// gcra.Nanos: every now must lie in [0, gcra.MaxNow], which Nanos ensures
+// (the arithmetic does not check it again on the hot path; a larger now
+// could overflow it). Every method takes the time and the count, as
+// x/time/rate's AllowN(t, n) does:
 //
 //	AllowN(p, now, n)   admitted?  (TryAllowN: its first attempt, to inline)
 //	TakeN(p, now, n)    the whole decision, and what Refund needs
@@ -192,10 +195,11 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (t Ta
 // (a clock that goes back, or a decision stamped ahead of it, breaks the
 // proof) and that t is given back once, with its own n.
 //
-// Refunds of one bucket wait for each other (a lock per stripe of buckets,
-// which decisions never take): a lock-free Refund could act on a state that
-// went down (another Refund) and back up to the same value (an admission
-// stamped after its clock read), with a stale time.
+// Refunds of one bucket wait for each other, as do those of buckets that
+// share its stripe (a lock per stripe of buckets, chosen by address, which
+// decisions never take): a lock-free Refund could act on a state that went
+// down (another Refund) and back up to the same value (an admission stamped
+// after its clock read), with a stale time.
 func (b *Bucket) Refund(p *gcra.Params, t Taken, n int, now func() int64) bool {
 	taken := algo.Taken{Word: uint64(t.TAT), At: t.At, Epoch: t.Epoch}
 	return algo.RefundLoop(&b.tat, taken, funcClock(now), func(old uint64, now int64, alone bool) (uint64, bool, bool) {

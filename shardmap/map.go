@@ -73,7 +73,7 @@ func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	n := 1 << bits.Len(uint(max(cfg.shards, 1)-1)) // next power of two
+	n := 1 << bits.Len(uint(min(max(cfg.shards, 1), maxShards)-1)) // next power of two
 	m := &Map[K, V]{
 		shift: uint(64 - bits.TrailingZeros(uint(n))),
 		seed:  maphash.MakeSeed(),

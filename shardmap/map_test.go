@@ -3,6 +3,7 @@ package shardmap
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -53,7 +54,7 @@ func TestBasics(t *testing.T) {
 }
 
 func TestShardCount(t *testing.T) {
-	for _, tc := range []struct{ ask, want int }{{0, 1}, {-3, 1}, {1, 1}, {2, 2}, {3, 4}, {16, 16}, {17, 32}} {
+	for _, tc := range []struct{ ask, want int }{{0, 1}, {-3, 1}, {1, 1}, {2, 2}, {3, 4}, {16, 16}, {17, 32}, {1<<16 + 1, 1 << 16}, {math.MaxInt, 1 << 16}} {
 		if got := New[int, *int](WithShards(tc.ask)).Shards(); got != tc.want {
 			t.Errorf("WithShards(%d): %d shards, want %d", tc.ask, got, tc.want)
 		}

@@ -5,6 +5,9 @@ package shardmap
 // an empty map holds about 32 KiB; growth copies a 1/16 share at a time.
 const defaultShards = 16
 
+// maxShards bounds WithShards: 65,536 empty shards hold about 128 MiB.
+const maxShards = 1 << 16
+
 // An Option configures a Map.
 type Option func(*config)
 
@@ -14,9 +17,9 @@ type config struct {
 	presize int
 }
 
-// WithShards sets the number of shards, rounded up to a power of two (at
-// least 1). More shards make each growth step shorter and each empty map
-// larger.
+// WithShards sets the number of shards, rounded up to a power of two, at
+// least 1 and at most 65,536. More shards make each growth step shorter and
+// each empty map larger.
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
 // WithLimit bounds the number of entries: LoadOrCreate returns ErrFull rather

@@ -91,6 +91,20 @@ func DefaultConfig() Config { return Config{SweepEvery: DefaultSweepInterval} }
 // Valid reports whether the key bound and policy make sense.
 func (c *Config) Valid() bool { return c.MaxKeys >= 0 && c.Full <= EvictStalest }
 
+// MaxShards is the most shards a limiter's map may have (shardmap's own
+// bound): 65,536 empty shards already hold about 128 MiB.
+const MaxShards = 1 << 16
+
+// ShardsValid reports whether the number of shards is 0 (the default) or
+// in [1, MaxShards].
+func (c *Config) ShardsValid() bool { return c.Shards >= 0 && c.Shards <= MaxShards }
+
+// maxPresize is the largest key bound the map is presized for: a bound
+// of 2^22 keys presizes about 75 MB of tables; a larger bound (a cap set
+// far above the keys a server expects) presizes that much, and the map
+// grows beyond it only as keys come.
+const maxPresize = 1 << 22
+
 // An EvictHook is told how many keys each step removed (atomiclimit.Hook
 // implements it).
 type EvictHook interface {
@@ -195,7 +209,7 @@ func New[K comparable, C comparable](cfg Config, src timebase.Source, cells Cell
 	// A bound also presizes: the map never grows (a growth copies a shard
 	// while requests for its new keys wait), and a full map holds that
 	// table anyway.
-	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys), shardmap.WithPresize(cfg.MaxKeys)}
+	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys), shardmap.WithPresize(min(cfg.MaxKeys, maxPresize))}
 	if cfg.Shards > 0 {
 		opts = append(opts, shardmap.WithShards(cfg.Shards))
 	}
