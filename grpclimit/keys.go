@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/atomiclimit/atomiclimit/internal/clientip"
+	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -181,16 +182,7 @@ func APIKey(name string, valid func(key string) bool) KeyFunc[string] {
 	name = strings.ToLower(name)
 	auth := name == "authorization"
 	return func(ctx context.Context, _ string) (string, error) {
-		v := metadata.ValueFromIncomingContext(ctx, name)
-		if len(v) == 0 {
-			return "", ErrNoKey
-		}
-		k := clientip.TrimOWS(v[0])
-		if auth {
-			if scheme, cred, ok := strings.Cut(k, " "); ok && clientip.IsToken(scheme) {
-				k = clientip.TrimOWS(cred)
-			}
-		}
+		k, _ := httpsyntax.APIKey(metadata.ValueFromIncomingContext(ctx, name), auth)
 		if k == "" {
 			return "", ErrNoKey
 		}

@@ -164,8 +164,3 @@ func remoteAddr(s string) (netip.Addr, error) {
 	}
 	return netip.Addr{}, fmt.Errorf("%w: %q", ErrRemoteAddr, s)
 }
-
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool { return clientip.IsToken(s) }
-
-func trimOWS(s string) string { return clientip.TrimOWS(s) }

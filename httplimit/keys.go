@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // A KeyFunc returns the key a request is limited under: its partition. An
@@ -66,20 +68,9 @@ func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
 	auth := canon == "Authorization"
 	limit := MaxKeyLen
 	return func(r *http.Request) (string, error) {
-		v := r.Header[canon]
-		if len(v) == 0 {
-			return "", ErrNoKey
-		}
-		k := trimOWS(v[0])
-		if auth {
-			if scheme, cred, ok := strings.Cut(k, " "); ok && isToken(scheme) {
-				k = trimOWS(cred)
-			} else if strings.EqualFold(k, "Bearer") {
-				return "", ErrNoKey // the scheme, without a token
-			}
-		}
+		k, bare := httpsyntax.APIKey(r.Header[canon], auth)
 		switch {
-		case k == "":
+		case k == "", bare && strings.EqualFold(k, "Bearer"): // none, or the scheme without a token
 			return "", ErrNoKey
 		case len(k) > limit:
 			return "", ErrInvalidKey

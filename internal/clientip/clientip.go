@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // Options configures a Resolver. Bits are the prefix lengths clients are
@@ -116,7 +118,7 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 			if !ok {
 				return last
 			}
-			entry = TrimOWS(entry)
+			entry = httpsyntax.TrimOWS(entry)
 			if entry == "" {
 				continue // empty list elements are allowed (RFC 9110, 5.6.1)
 			}
@@ -250,12 +252,12 @@ func forwardedFor(elem string) (netip.Addr, bool) {
 		if !ok {
 			return netip.Addr{}, false
 		}
-		pair = TrimOWS(pair)
+		pair = httpsyntax.TrimOWS(pair)
 		if pair == "" {
 			continue
 		}
 		name, value, ok := strings.Cut(pair, "=")
-		if !ok || !IsToken(name) {
+		if !ok || !httpsyntax.IsToken(name) {
 			return netip.Addr{}, false
 		}
 		if !strings.EqualFold(name, "for") {
@@ -293,7 +295,7 @@ func unquote(v string) (string, bool) {
 		v = v[1 : len(v)-1]
 		return v, !strings.ContainsAny(v, "\\\"")
 	}
-	return v, IsToken(v)
+	return v, httpsyntax.IsToken(v)
 }
 
 // parseNode parses an RFC 7239 node: IPv4 [":" port] or "[" IPv6 "]" [":" port].
@@ -358,22 +360,3 @@ func validNodePort(p string) bool {
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
-
-// IsToken reports whether s is an RFC 9110 token.
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if isAlnum(c) {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
-func TrimOWS(s string) string { return strings.Trim(s, " \t") }
