@@ -12,11 +12,13 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -246,4 +248,28 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 		t.Fatal(err)
 	}
 	return cert, key
+}
+
+// Every form of an address gives the same key in x-forwarded-for and
+// forwarded (iptest.Cases), through ClientIP.
+func TestClientIPFormsInEveryField(t *testing.T) {
+	keys := map[string]KeyFunc[netip.Prefix]{}
+	for _, h := range []ProxyHeader{XForwardedFor, Forwarded} {
+		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[strings.ToLower(h.String())] = key
+	}
+	for _, c := range iptest.Cases() {
+		field := strings.ToLower(c.Field)
+		var kv []string
+		for _, v := range c.Lines {
+			kv = append(kv, field, v)
+		}
+		ctx, _ := callCtx(iptest.Peer+":1", kv...)
+		if got, err := keys[field](ctx, echo.Say); err != nil || got != mustPrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, field, c.Lines, got, err, c.Key)
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 )
 
 type ipCase struct {
@@ -244,5 +245,28 @@ func TestClientIPAllocs(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9, 10.0.0.2")
 	if n := testing.AllocsPerRun(100, func() { key(r) }); n != 0 {
 		t.Errorf("X-Forwarded-For walk: %v allocs, want 0", n)
+	}
+}
+
+// Every form of an address gives the same key in X-Forwarded-For and
+// Forwarded (iptest.Cases), through ClientIP.
+func TestClientIPFormsInEveryHeader(t *testing.T) {
+	keys := map[string]KeyFunc[netip.Prefix]{}
+	for _, h := range []ProxyHeader{XForwardedFor, Forwarded} {
+		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[h.String()] = key
+	}
+	for _, c := range iptest.Cases() {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = iptest.Peer + ":1"
+		for _, v := range c.Lines {
+			r.Header.Add(c.Field, v)
+		}
+		if got, err := keys[c.Field](r); err != nil || got != mustPrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, c.Field, c.Lines, got, err, c.Key)
+		}
 	}
 }

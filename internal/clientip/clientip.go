@@ -10,6 +10,10 @@
 // do not trust and are never looked at, so spoofed entries change nothing.
 // An entry that is not an address ("unknown", an obfuscated identifier,
 // garbage) ends the walk at the trusted hop that forwarded it.
+//
+// Both fields take an address in the same forms (splitAddr): IPv4 or IPv6
+// alone, IPv4 with a port, IPv6 in brackets with or without a port; a
+// Forwarded node quotes them, as RFC 7239 requires of IPv6.
 package clientip
 
 import (
@@ -172,24 +176,84 @@ func Mask(a netip.Addr, bits4, bits6 int) netip.Prefix {
 	return p
 }
 
-// parseXFFEntry parses one X-Forwarded-For entry: an address, optionally
-// with a port ("192.0.2.1:4711", "[2001:db8::1]:4711") as some proxies write.
+// parseXFFEntry parses one X-Forwarded-For entry: an address in any form
+// splitAddr takes, with a port of 0 to 65535 if it has one
+// ("192.0.2.1:4711", "[2001:db8::1]:4711") as some proxies write it.
 func parseXFFEntry(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return Normalize(a), true
-	}
-	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-		// "[2001:db8::1]": a bracketed IPv6 address without a port, as some
-		// proxies write it. Unambiguous, so accepted.
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() && a.Zone() == "" {
-			return Normalize(a), true
-		}
+	a, port, ok := splitAddr(s)
+	if !ok || port != "" && !validPort(port) {
 		return netip.Addr{}, false
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return Normalize(ap.Addr()), true
+	return a, true
+}
+
+// validPort checks a ":" port: decimal digits, 0 to 65535, as
+// netip.ParseAddrPort takes it (strconv.ParseUint, which allocates its
+// error).
+func validPort(p string) bool {
+	if len(p) < 2 || p[0] != ':' {
+		return false
 	}
-	return netip.Addr{}, false
+	v := 0
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		if v = v*10 + int(c-'0'); v > 65535 {
+			return false
+		}
+	}
+	return true
+}
+
+// splitAddr splits an address, as a proxy writes it into a forwarding
+// field, into the address and the port that follows it (empty, or ":" and
+// the rest, which the caller checks by its field's grammar). It takes IPv4
+// or IPv6 alone ("192.0.2.1", "2001:db8::1"), IPv4 with a port
+// ("192.0.2.1:80"), and IPv6 in brackets with or without a port
+// ("[2001:db8::1]", "[2001:db8::1]:80"): a bracketed address without a
+// port is unambiguous, and some proxies write it. The address is
+// normalized (IPv4-mapped addresses unmapped, zones dropped), but a zone
+// in brackets without a port ("[fe80::1%eth0]") is malformed.
+//
+// The form is told by the first byte and the colons before anything is
+// parsed (an IPv6 address has two colons at least, IPv4 and a port one),
+// so that no valid form is parsed twice: a failed netip.ParseAddr
+// allocates its error.
+func splitAddr(s string) (a netip.Addr, port string, ok bool) {
+	if strings.HasPrefix(s, "[") {
+		host := s
+		if !strings.HasSuffix(s, "]") {
+			// A port follows the last colon, as netip.ParseAddrPort reads
+			// it: a zone may hold a "]".
+			i := strings.LastIndexByte(s, ':')
+			if i < 0 {
+				return netip.Addr{}, "", false
+			}
+			host, port = s[:i], s[i:]
+		}
+		if len(host) < 2 || host[len(host)-1] != ']' {
+			return netip.Addr{}, "", false
+		}
+		a, err := netip.ParseAddr(host[1 : len(host)-1])
+		if err != nil || !a.Is6() || port == "" && a.Zone() != "" {
+			return netip.Addr{}, "", false
+		}
+		return Normalize(a), port, true
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		a, err := netip.ParseAddr(s[:i])
+		if err != nil || !a.Is4() {
+			return netip.Addr{}, "", false
+		}
+		return a, s[i:], true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, "", false
+	}
+	return Normalize(a), "", true
 }
 
 // cutLastPlain splits s at its last sep: s = rest + sep + elem. No quoting.
@@ -298,33 +362,15 @@ func unquote(v string) (string, bool) {
 	return v, httpsyntax.IsToken(v)
 }
 
-// parseNode parses an RFC 7239 node: IPv4 [":" port] or "[" IPv6 "]" [":" port].
-// "unknown" and obfuscated identifiers ("_hidden") are not addresses.
+// parseNode parses an RFC 7239 node, unquoted: an address in any form an
+// X-Forwarded-For entry takes (splitAddr), and its node-port if it has
+// one. "unknown" and obfuscated identifiers ("_hidden") are not addresses.
 func parseNode(n string) (netip.Addr, bool) {
-	host, port := n, ""
-	if strings.HasPrefix(n, "[") {
-		end := strings.IndexByte(n, ']')
-		if end < 0 {
-			return netip.Addr{}, false
-		}
-		host, port = n[1:end], n[end+1:]
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() || a.Zone() != "" {
-			return netip.Addr{}, false
-		}
-		return Normalize(a), validNodePort(port)
-	}
-	if a, err := netip.ParseAddr(n); err == nil && a.Is6() && a.Zone() == "" {
-		return Normalize(a), true // "2001:db8::1" quoted but not bracketed: one address, no port
-	}
-	if i := strings.IndexByte(n, ':'); i >= 0 {
-		host, port = n[:i], n[i:]
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil || !a.Is4() {
+	a, port, ok := splitAddr(n)
+	if !ok || !validNodePort(port) {
 		return netip.Addr{}, false
 	}
-	return a, validNodePort(port)
+	return a, true
 }
 
 // validNodePort checks an optional ":" node-port: 1 to 5 digits, or an

@@ -3,6 +3,8 @@ package clientip
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 )
 
 // The rules every door keys by: lines are read only from a trusted peer,
@@ -69,4 +71,78 @@ func TestOptionsAndPeers(t *testing.T) {
 	if _, ok := ParsePeer("bufconn"); ok {
 		t.Error("ParsePeer accepted a non-address")
 	}
+}
+
+// Every form of an address gives the same key in X-Forwarded-For and
+// Forwarded, from a trusted peer; from an untrusted one no field is read.
+// Allocation-free for every form.
+func TestFieldsReadFormsAlike(t *testing.T) {
+	peer := netip.MustParseAddr(iptest.Peer)
+	for _, c := range iptest.Cases() {
+		r, err := New(Options{Trusted: iptest.Trusted, Forwarded: c.Field == iptest.Forwarded})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Trusts(peer, false) {
+			t.Fatalf("%s is not trusted", peer)
+		}
+		if got := r.Client(peer, true, c.Lines); got != netip.MustParsePrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v, want %s", c.Name, c.Field, c.Lines, got, c.Key)
+		}
+		if n := testing.AllocsPerRun(10, func() { r.Client(peer, true, c.Lines) }); n != 0 && c.Key != iptest.PeerKey {
+			t.Errorf("%s: %s %q: %v allocs, want 0", c.Name, c.Field, c.Lines, n)
+		}
+		untrusted := netip.MustParseAddr("192.0.2.1")
+		if tr := r.Trusts(untrusted, false); tr || r.Client(untrusted, tr, nil) != netip.MustParsePrefix("192.0.2.1/32") {
+			t.Errorf("%s: the untrusted peer is not the client", c.Field)
+		}
+	}
+}
+
+// xffEntryBefore is parseXFFEntry as it was before splitAddr, on netip's
+// parsers alone: what X-Forwarded-For must go on taking.
+func xffEntryBefore(s string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return Normalize(a), true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() && a.Zone() == "" {
+			return Normalize(a), true
+		}
+		return netip.Addr{}, false
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return Normalize(ap.Addr()), true
+	}
+	return netip.Addr{}, false
+}
+
+var entrySeeds = []string{
+	"192.0.2.1", "192.0.2.1:80", "192.0.2.1:", "192.0.2.1:65536", "192.0.2.1:000080", "192.0.2.1:+80",
+	"2001:db8::1", "[2001:db8::1]", "[2001:db8::1]:443", "[2001:db8::1]:99999", "[2001:db8::1]:_p1",
+	"fe80::1%eth0", "[fe80::1%eth0]", "[fe80::1%eth0]:1", "fe80::1%eth0:80", "::ffff:1.2.3.4",
+	"[::ffff:1.2.3.4]:80", "[1.2.3.4]", "[1.2.3.4]:80", "[]", "[", "]", "[::1]]", "[::1]:5]:80",
+	"1.2.3.4::80", "1.2.3.4%x:80", "[::%]]:0", "[::%]]", "unknown", "_hidden", "", ":", "::", "[::]:0",
+}
+
+// X-Forwarded-For takes exactly what it took before splitAddr; a Forwarded
+// node takes the same addresses, and reads them alike: the two differ only
+// on ports (RFC 7239's 1 to 5 digits or an obfuscated port, netip's 0 to
+// 65535).
+func FuzzEntries(f *testing.F) {
+	for _, s := range entrySeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		x, xok := parseXFFEntry(s)
+		if b, bok := xffEntryBefore(s); x != b || xok != bok {
+			t.Fatalf("parseXFFEntry(%q) = %v %v, before %v %v", s, x, xok, b, bok)
+		}
+		n, nok := parseNode(s)
+		_, port, split := splitAddr(s)
+		portsDiffer := split && port != "" && validPort(port) != validNodePort(port)
+		if xok && nok && x != n || xok != nok && !portsDiffer {
+			t.Fatalf("%q: X-Forwarded-For %v %v, Forwarded %v %v", s, x, xok, n, nok)
+		}
+	})
 }
