@@ -32,15 +32,8 @@ const (
 	Forwarded
 )
 
-func (h ProxyHeader) String() string {
-	switch h {
-	case XForwardedFor:
-		return "X-Forwarded-For"
-	case Forwarded:
-		return "Forwarded"
-	}
-	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
-}
+// String returns the header's name ("X-Forwarded-For").
+func (h ProxyHeader) String() string { return clientip.Field(h).String() }
 
 // IPOptions configures ClientIP. The zero value keys on RemoteAddr alone,
 // with IPv6 addresses grouped by /64 and IPv4 addresses kept whole (/32).
@@ -95,72 +88,45 @@ type IPOptions struct {
 //     identifier, garbage) ends the walk: the key is then the trusted hop
 //     that forwarded it, the last address we can vouch for. If every entry
 //     is trusted, the leftmost is the client.
+//
+// An entry is an address as a proxy writes it, the same in every header:
+// IPv4 or IPv6 alone, IPv4 with a port, IPv6 in brackets with or without a
+// port (quoted in Forwarded, as RFC 7239 requires; a bare IPv6 address is
+// accepted unquoted too).
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
-	k, err := newIPKeyer(o)
+	res, err := clientip.NewFor(o)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrIPOptions, err)
 	}
-	return k.key, nil
+	header := http.CanonicalHeaderKey(o.Header.String())
+	return func(r *http.Request) (netip.Prefix, error) {
+		peer, unix, err := remotePeer(r.RemoteAddr)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return res.Key(peer, unix, func() []string { return r.Header[header] }), nil
+	}, nil
 }
 
 // RemoteIP keys a request on RemoteAddr alone, IPv6 grouped by /64 and IPv4
 // by /32: ClientIP with zero IPOptions.
 func RemoteIP(r *http.Request) (netip.Prefix, error) {
-	a, err := remoteAddr(r.RemoteAddr)
+	a, _, err := remotePeer(r.RemoteAddr)
 	if err != nil {
-		if !clientip.IsUnixPeer(r.RemoteAddr) {
-			return netip.Prefix{}, err
-		}
-		a = netip.IPv6Unspecified() // a unix-socket peer (see IPOptions.TrustUnixSocket)
+		return netip.Prefix{}, err
 	}
 	return clientip.Mask(a, 32, 64), nil
 }
 
-type ipKeyer struct {
-	res    *clientip.Resolver
-	header string // canonical header name
-}
-
-func newIPKeyer(o IPOptions) (*ipKeyer, error) {
-	k := &ipKeyer{}
-	co := clientip.Options{Trusted: o.TrustedProxies, Bits4: o.IPv4Bits, Bits6: o.IPv6Bits, TrustUnix: o.TrustUnixSocket}
-	switch o.Header {
-	case XForwardedFor:
-		k.header = "X-Forwarded-For"
-	case Forwarded:
-		k.header, co.Forwarded = "Forwarded", true
-	default:
-		return nil, fmt.Errorf("%w: %v", ErrIPOptions, o.Header)
-	}
-	res, err := clientip.New(co)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIPOptions, err)
-	}
-	k.res = res
-	return k, nil
-}
-
-func (k *ipKeyer) key(r *http.Request) (netip.Prefix, error) {
-	peer, err := remoteAddr(r.RemoteAddr)
-	unix := err != nil && clientip.IsUnixPeer(r.RemoteAddr)
-	if err != nil && !unix {
-		return netip.Prefix{}, err
-	}
-	if unix {
-		peer = netip.IPv6Unspecified()
-	}
-	var lines []string
-	trusted := k.res.Trusts(peer, unix)
-	if trusted {
-		lines = r.Header[k.header]
-	}
-	return k.res.Client(peer, trusted, lines), nil
-}
-
-// remoteAddr parses RemoteAddr ("ip:port", "[ip6]:port" or a bare address).
-func remoteAddr(s string) (netip.Addr, error) {
+// remotePeer parses RemoteAddr: an address ("ip:port", "[ip6]:port" or a
+// bare address), normalized, or a unix-socket peer (see
+// IPOptions.TrustUnixSocket), whose address is the unspecified one (::).
+func remotePeer(s string) (a netip.Addr, unix bool, err error) {
 	if a, ok := clientip.ParsePeer(s); ok {
-		return a, nil
+		return a, false, nil
 	}
-	return netip.Addr{}, fmt.Errorf("%w: %q", ErrRemoteAddr, s)
+	if clientip.IsUnixPeer(s) {
+		return netip.IPv6Unspecified(), true, nil
+	}
+	return netip.Addr{}, false, fmt.Errorf("%w: %q", ErrRemoteAddr, s)
 }

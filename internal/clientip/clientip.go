@@ -24,13 +24,78 @@ import (
 	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
+// A Field names the forwarding field a trusted proxy sets: an HTTP header,
+// or the same field in gRPC metadata (its name lower-cased). The doors'
+// ProxyHeader constants have these values.
+type Field uint8
+
+const (
+	// XForwardedFor is a comma-separated list of addresses, each proxy
+	// appending the address it received the request from.
+	XForwardedFor Field = iota
+	// Forwarded is RFC 7239's list of elements, whose for= parameter is the
+	// address the appending proxy received the request from.
+	Forwarded
+)
+
+var (
+	fieldNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded"}
+	fieldKeys  = [...]string{XForwardedFor: "x-forwarded-for", Forwarded: "forwarded"}
+)
+
+// Valid reports whether f is a known field.
+func (f Field) Valid() bool { return int(f) < len(fieldNames) }
+
+// String returns the field's name as its specification spells it
+// ("X-Forwarded-For"; an HTTP header map wants it canonicalized,
+// http.CanonicalHeaderKey), or for an unknown field "ProxyHeader(N)", the
+// doors' name for the type.
+func (f Field) String() string {
+	if f.Valid() {
+		return fieldNames[f]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(f))
+}
+
+// Key returns the field's gRPC metadata key: its name lower-cased
+// ("x-forwarded-for"), or for an unknown field what String does.
+func (f Field) Key() string {
+	if f.Valid() {
+		return fieldKeys[f]
+	}
+	return f.String()
+}
+
 // Options configures a Resolver. Bits are the prefix lengths clients are
 // grouped by (0: 32 for IPv4, 64 for IPv6).
 type Options struct {
 	Trusted      []netip.Prefix // the trusted proxies' networks
-	Forwarded    bool           // the lines are RFC 7239 Forwarded, not X-Forwarded-For
+	Field        Field          // what the lines are
 	Bits4, Bits6 int
 	TrustUnix    bool // a unix-socket peer is a trusted proxy
+}
+
+// NewFor returns the Resolver of a door's options: each door declares its
+// own IPOptions, documented for its users, with this underlying struct, H
+// being its ProxyHeader, whose values are the Fields.
+func NewFor[H ~uint8, O ~struct {
+	TrustedProxies  []netip.Prefix
+	Header          H
+	IPv6Bits        int
+	IPv4Bits        int
+	TrustUnixSocket bool
+}](o O) (*Resolver, error) {
+	d := doorOptions[H](o)
+	return New(Options{Trusted: d.TrustedProxies, Field: Field(d.Header), Bits4: d.IPv4Bits, Bits6: d.IPv6Bits, TrustUnix: d.TrustUnixSocket})
+}
+
+// doorOptions is the underlying struct of a door's IPOptions.
+type doorOptions[H ~uint8] struct {
+	TrustedProxies  []netip.Prefix
+	Header          H
+	IPv6Bits        int
+	IPv4Bits        int
+	TrustUnixSocket bool
 }
 
 // A Resolver finds the client of a request from its peer and the
@@ -39,7 +104,7 @@ type Options struct {
 type Resolver struct {
 	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	unixTrusted  bool
-	forwarded    bool
+	field        Field
 	bits4, bits6 int
 }
 
@@ -47,7 +112,10 @@ type Resolver struct {
 // invalid option, without a package prefix: the door wraps it in its own
 // sentinel.
 func New(o Options) (*Resolver, error) {
-	r := &Resolver{bits4: o.Bits4, bits6: o.Bits6, unixTrusted: o.TrustUnix, forwarded: o.Forwarded}
+	if !o.Field.Valid() {
+		return nil, fmt.Errorf("unknown proxy header %v", o.Field)
+	}
+	r := &Resolver{bits4: o.Bits4, bits6: o.Bits6, unixTrusted: o.TrustUnix, field: o.Field}
 	if r.bits4 == 0 {
 		r.bits4 = 32
 	}
@@ -92,6 +160,18 @@ func (r *Resolver) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// Key returns the key of a request whose peer is peer (normalized; the
+// unspecified address for a unix-socket peer, unix) and whose forwarding
+// field has the lines that lines returns: it is called only if the peer is
+// trusted, so that a door reads the field of no other request (and gRPC
+// copies no metadata for it). Key allocates nothing but what lines does.
+func (r *Resolver) Key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
+	if !r.Trusts(peer, unix) {
+		return Mask(peer, r.bits4, r.bits6)
+	}
+	return r.Client(peer, true, lines())
+}
+
 // Client returns the key of a request whose peer is peer (the unspecified
 // address for a unix-socket peer) and whose forwarding lines are lines:
 // the client, masked to its prefix. lines is read only if the peer is
@@ -108,13 +188,14 @@ func (r *Resolver) Client(peer netip.Addr, trusted bool, lines []string) netip.P
 // trusted peer, name: the rightmost untrusted entry. Requires that peer is
 // trusted.
 func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
+	forwarded := r.field == Forwarded
 	last := peer // the nearest hop we can vouch for
 	for i := len(lines) - 1; i >= 0; i-- {
 		s := lines[i]
 		for s != "" {
 			var entry string
 			var ok bool
-			if r.forwarded {
+			if forwarded {
 				s, entry, ok = cutLast(s, ',')
 			} else {
 				s, entry, ok = cutLastPlain(s, ',')
@@ -127,7 +208,7 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 				continue // empty list elements are allowed (RFC 9110, 5.6.1)
 			}
 			var a netip.Addr
-			if r.forwarded {
+			if forwarded {
 				a, ok = forwardedFor(entry)
 			} else {
 				a, ok = parseXFFEntry(entry)

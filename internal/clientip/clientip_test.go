@@ -13,7 +13,7 @@ import (
 func TestResolver(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::ffff:172.16.0.0/108")}
 	xff, _ := New(Options{Trusted: trusted})
-	fwd, _ := New(Options{Trusted: trusted, Forwarded: true, Bits6: 48})
+	fwd, _ := New(Options{Trusted: trusted, Field: Forwarded, Bits6: 48})
 	for _, tc := range []struct {
 		name  string
 		r     *Resolver
@@ -77,9 +77,13 @@ func TestOptionsAndPeers(t *testing.T) {
 // Forwarded, from a trusted peer; from an untrusted one no field is read.
 // Allocation-free for every form.
 func TestFieldsReadFormsAlike(t *testing.T) {
+	fields := map[string]Field{}
+	for _, f := range []Field{XForwardedFor, Forwarded} {
+		fields[f.String()] = f
+	}
 	peer := netip.MustParseAddr(iptest.Peer)
 	for _, c := range iptest.Cases() {
-		r, err := New(Options{Trusted: iptest.Trusted, Forwarded: c.Field == iptest.Forwarded})
+		r, err := New(Options{Trusted: iptest.Trusted, Field: fields[c.Field]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,6 +100,66 @@ func TestFieldsReadFormsAlike(t *testing.T) {
 		if tr := r.Trusts(untrusted, false); tr || r.Client(untrusted, tr, nil) != netip.MustParsePrefix("192.0.2.1/32") {
 			t.Errorf("%s: the untrusted peer is not the client", c.Field)
 		}
+	}
+}
+
+func TestFieldNames(t *testing.T) {
+	for _, tc := range []struct {
+		f         Field
+		name, key string
+	}{
+		{XForwardedFor, "X-Forwarded-For", "x-forwarded-for"},
+		{Forwarded, "Forwarded", "forwarded"},
+		{2, "ProxyHeader(2)", "ProxyHeader(2)"},
+	} {
+		if tc.f.String() != tc.name || tc.f.Key() != tc.key || tc.f.Valid() != (tc.f < 2) {
+			t.Errorf("Field(%d): %q %q %v", tc.f, tc.f.String(), tc.f.Key(), tc.f.Valid())
+		}
+	}
+	if _, err := New(Options{Field: 2}); err == nil {
+		t.Error("New accepted an unknown field")
+	}
+}
+
+// A door's options are taken as they are: each field where it belongs.
+func TestNewFor(t *testing.T) {
+	type header uint8
+	type ipOptions struct {
+		TrustedProxies  []netip.Prefix
+		Header          header
+		IPv6Bits        int
+		IPv4Bits        int
+		TrustUnixSocket bool
+	}
+	r, err := NewFor(ipOptions{TrustedProxies: iptest.Trusted, Header: header(Forwarded), IPv6Bits: 48, IPv4Bits: 24, TrustUnixSocket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.field != Forwarded || r.bits6 != 48 || r.bits4 != 24 || !r.unixTrusted || len(r.trusted) != 1 {
+		t.Errorf("NewFor: %+v", r)
+	}
+	if _, err := NewFor(ipOptions{Header: 2}); err == nil {
+		t.Error("NewFor accepted an unknown header")
+	}
+}
+
+// Key reads the lines of a trusted peer only.
+func TestKey(t *testing.T) {
+	r, _ := New(Options{Trusted: iptest.Trusted})
+	read, fwd := 0, []string{"203.0.113.9"}
+	lines := func() []string { read++; return fwd }
+	if got := r.Key(netip.MustParseAddr("192.0.2.1"), false, lines); got != netip.MustParsePrefix("192.0.2.1/32") || read != 0 {
+		t.Errorf("untrusted peer: %v, lines read %d times", got, read)
+	}
+	if got := r.Key(netip.MustParseAddr(iptest.Peer), false, lines); got != netip.MustParsePrefix("203.0.113.9/32") || read != 1 {
+		t.Errorf("trusted peer: %v, lines read %d times", got, read)
+	}
+	if got := r.Key(netip.IPv6Unspecified(), true, lines); got != netip.MustParsePrefix("::/64") || read != 1 {
+		t.Errorf("unix peer, not trusted: %v, lines read %d times", got, read)
+	}
+	peer := netip.MustParseAddr(iptest.Peer)
+	if n := testing.AllocsPerRun(100, func() { r.Key(peer, false, lines) }); n != 0 {
+		t.Errorf("Key: %v allocs, want 0", n)
 	}
 }
 
