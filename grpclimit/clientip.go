@@ -32,6 +32,12 @@ const (
 	// each element is the address the appending proxy received the call
 	// from.
 	Forwarded
+	// XRealIP is "x-real-ip": one address, the client's, which the proxy
+	// sets, replacing any the client sent. It is not a list: two values, a
+	// list, or anything else that is not one address is ignored, and the
+	// key is then the trusted proxy's. The address is the client even when
+	// it is in TrustedProxies.
+	XRealIP
 )
 
 // String returns the metadata key ("x-forwarded-for").
@@ -69,10 +75,11 @@ type IPOptions struct {
 // address, IPv4-mapped addresses unmapped), unless the peer is in
 // TrustedProxies: then the configured metadata's values are walked from
 // the right (the last value first), skipping trusted hops, and the first
-// untrusted entry is the client. Entries to its left were written by the
-// client or by proxies we do not trust and are never looked at, so spoofed
-// leftmost entries change nothing; an entry that is not an address ends the
-// walk at the trusted hop that forwarded it. An entry takes the forms
+// untrusted entry is the client (x-real-ip has one entry, the client: see
+// XRealIP). Entries to its left were written by the client or by proxies
+// we do not trust and are never looked at, so spoofed leftmost entries
+// change nothing; an entry that is not an address ends the walk at the
+// trusted hop that forwarded it. An entry takes the forms
 // httplimit.ClientIP's do, alike in every field.
 //
 // It allocates nothing for a peer that is not trusted. For a trusted peer

@@ -250,11 +250,11 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 	return cert, key
 }
 
-// Every form of an address gives the same key in x-forwarded-for and
-// forwarded (iptest.Cases), through ClientIP.
+// Every form of an address gives the same key in x-forwarded-for,
+// forwarded and x-real-ip (iptest.Cases), through ClientIP.
 func TestClientIPFormsInEveryField(t *testing.T) {
 	keys := map[string]KeyFunc[netip.Prefix]{}
-	for _, h := range []ProxyHeader{XForwardedFor, Forwarded} {
+	for _, h := range []ProxyHeader{XForwardedFor, Forwarded, XRealIP} {
 		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
 		if err != nil {
 			t.Fatal(err)
@@ -271,5 +271,49 @@ func TestClientIPFormsInEveryField(t *testing.T) {
 		if got, err := keys[field](ctx, echo.Say); err != nil || got != mustPrefix(c.Key) {
 			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, field, c.Lines, got, err, c.Key)
 		}
+	}
+}
+
+// x-real-ip over a real connection from 127.0.0.1: not trusted, ten calls
+// that each name another client share the peer's budget (3); trusted, they
+// are ten clients. A client's own value beside the proxy's (two values) is
+// not an address the proxy set: the key is the peer's.
+func TestXRealIPOnTheWire(t *testing.T) {
+	if XRealIP.String() != "x-real-ip" || ProxyHeader(9).String() != "ProxyHeader(9)" {
+		t.Errorf("names: %v %v", XRealIP, ProxyHeader(9))
+	}
+	for _, trust := range []bool{false, true} {
+		o := IPOptions{Header: XRealIP}
+		if trust {
+			o.TrustedProxies = []netip.Prefix{mustPrefix("127.0.0.0/8")}
+		}
+		key, _ := ClientIP(o)
+		lim := newKeyed[netip.Prefix](t, nil, gcra.Every(time.Hour), 3)
+		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+		cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
+		ok := 0
+		for i := range 10 {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-real-ip", netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}).String())
+			if _, err := echo.CallSay(ctx, cc, "hi"); err == nil {
+				ok++
+			} else if status.Code(err) != codes.ResourceExhausted {
+				t.Fatal(err)
+			}
+		}
+		switch {
+		case !trust && (ok != 3 || lim.Stats().Keys != 1):
+			t.Errorf("untrusted loopback: %d admitted over %d keys, want 3 over the peer's one", ok, lim.Stats().Keys)
+		case trust && (ok != 10 || lim.Stats().Keys != 10):
+			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Stats().Keys)
+		}
+	}
+	key, _ := ClientIP(IPOptions{TrustedProxies: proxies, Header: XRealIP})
+	ctx, _ := callCtx("10.0.0.2:1", "x-real-ip", "6.6.6.6", "x-real-ip", "203.0.113.1")
+	if got, err := key(ctx, ""); err != nil || got != mustPrefix("10.0.0.2/32") {
+		t.Errorf("two values: %v %v, want the peer's", got, err)
+	}
+	ctx, _ = callCtx("10.0.0.2:1", "x-real-ip", "203.0.113.1")
+	if n := testing.AllocsPerRun(100, func() { key(ctx, "") }); n != 1 {
+		t.Errorf("trusted peer: %v allocs, want 1 (the metadata copy)", n)
 	}
 }

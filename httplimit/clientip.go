@@ -30,6 +30,13 @@ const (
 	// Forwarded is the RFC 7239 Forwarded header; the for= parameter of each
 	// element is the address the appending proxy received the request from.
 	Forwarded
+	// XRealIP is the X-Real-IP header: one address, the client's, which the
+	// proxy sets (nginx: proxy_set_header X-Real-IP $remote_addr),
+	// replacing any the client sent. It is not a list: two header lines, a
+	// list, or anything else that is not one address is ignored, and the
+	// key is then the trusted proxy's. The address is the client even when
+	// it is in TrustedProxies.
+	XRealIP
 )
 
 // String returns the header's name ("X-Forwarded-For").
@@ -49,7 +56,7 @@ type IPOptions struct {
 	TrustedProxies []netip.Prefix
 	// Header is the forwarding header the trusted proxies set
 	// (XForwardedFor by default). Only that one is read: a proxy that sets
-	// one header passes the other through from the client untouched.
+	// one header passes the others through from the client untouched.
 	Header ProxyHeader
 	// IPv6Bits is the prefix length IPv6 clients are grouped by (default 64:
 	// one end site's subnet; an attacker usually holds a whole /64 and can
@@ -83,7 +90,8 @@ type IPOptions struct {
 //     to its right received the request from. The first entry that is not
 //     a trusted proxy is the client. Entries to its left were written by
 //     the client or by proxies we do not trust and are never looked at, so
-//     spoofed leftmost entries change nothing.
+//     spoofed leftmost entries change nothing. (X-Real-IP has one entry,
+//     the client: see XRealIP.)
 //  4. An entry that is not an address ("unknown", an obfuscated
 //     identifier, garbage) ends the walk: the key is then the trusted hop
 //     that forwarded it, the last address we can vouch for. If every entry

@@ -4,14 +4,16 @@
 // of either protocol: a door gives it the peer's address and the field's
 // lines (one per header line, or per metadata value).
 //
-// Only when the peer is a trusted proxy are the lines read at all, from
-// the right, skipping trusted hops: the first untrusted entry is the
-// client. Entries to its left were written by the client or by proxies we
-// do not trust and are never looked at, so spoofed entries change nothing.
-// An entry that is not an address ("unknown", an obfuscated identifier,
-// garbage) ends the walk at the trusted hop that forwarded it.
+// Only when the peer is a trusted proxy are the lines read at all. A list
+// (X-Forwarded-For, Forwarded) is read from the right, skipping trusted
+// hops: the first untrusted entry is the client. Entries to its left were
+// written by the client or by proxies we do not trust and are never looked
+// at, so spoofed entries change nothing. An entry that is not an address
+// ("unknown", an obfuscated identifier, garbage) ends the walk at the
+// trusted hop that forwarded it. X-Real-IP is one address, which the
+// trusted proxy sets: it is the client.
 //
-// Both fields take an address in the same forms (splitAddr): IPv4 or IPv6
+// Both lists take an address in the same forms (splitAddr): IPv4 or IPv6
 // alone, IPv4 with a port, IPv6 in brackets with or without a port; a
 // Forwarded node quotes them, as RFC 7239 requires of IPv6.
 package clientip
@@ -36,18 +38,21 @@ const (
 	// Forwarded is RFC 7239's list of elements, whose for= parameter is the
 	// address the appending proxy received the request from.
 	Forwarded
+	// XRealIP is one address, the client's, set by the proxy (replacing
+	// any the client sent).
+	XRealIP
 )
 
 var (
-	fieldNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded"}
-	fieldKeys  = [...]string{XForwardedFor: "x-forwarded-for", Forwarded: "forwarded"}
+	fieldNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+	fieldKeys  = [...]string{XForwardedFor: "x-forwarded-for", Forwarded: "forwarded", XRealIP: "x-real-ip"}
 )
 
 // Valid reports whether f is a known field.
 func (f Field) Valid() bool { return int(f) < len(fieldNames) }
 
 // String returns the field's name as its specification spells it
-// ("X-Forwarded-For"; an HTTP header map wants it canonicalized,
+// ("X-Real-IP"; an HTTP header map wants it canonicalized,
 // http.CanonicalHeaderKey), or for an unknown field "ProxyHeader(N)", the
 // doors' name for the type.
 func (f Field) String() string {
@@ -58,7 +63,7 @@ func (f Field) String() string {
 }
 
 // Key returns the field's gRPC metadata key: its name lower-cased
-// ("x-forwarded-for"), or for an unknown field what String does.
+// ("x-real-ip"), or for an unknown field what String does.
 func (f Field) Key() string {
 	if f.Valid() {
 		return fieldKeys[f]
@@ -185,9 +190,12 @@ func (r *Resolver) Client(peer netip.Addr, trusted bool, lines []string) netip.P
 }
 
 // walk returns the client address that the lines, forwarded to us by the
-// trusted peer, name: the rightmost untrusted entry. Requires that peer is
-// trusted.
+// trusted peer, name: the rightmost untrusted entry of a list, or the one
+// address of X-Real-IP. Requires that peer is trusted.
 func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
+	if r.field == XRealIP {
+		return realIP(lines, peer)
+	}
 	forwarded := r.field == Forwarded
 	last := peer // the nearest hop we can vouch for
 	for i := len(lines) - 1; i >= 0; i-- {
@@ -223,6 +231,22 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 		}
 	}
 	return last
+}
+
+// realIP returns the address of an X-Real-IP field, forwarded to us by the
+// trusted peer: one line holding one address, in any form an
+// X-Forwarded-For entry takes. It is the client even if it is a trusted
+// address (as the leftmost entry of a list of trusted ones is). Anything
+// else (no line, two lines, a list, garbage) is not an address the proxy
+// set: the key is then the peer, the hop we can vouch for.
+func realIP(lines []string, peer netip.Addr) netip.Addr {
+	if len(lines) != 1 {
+		return peer
+	}
+	if a, ok := parseXFFEntry(httpsyntax.TrimOWS(lines[0])); ok {
+		return a
+	}
+	return peer
 }
 
 // ParsePeer parses a peer address ("ip:port", "[ip6]:port" or a bare

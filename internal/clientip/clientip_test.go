@@ -73,12 +73,12 @@ func TestOptionsAndPeers(t *testing.T) {
 	}
 }
 
-// Every form of an address gives the same key in X-Forwarded-For and
-// Forwarded, from a trusted peer; from an untrusted one no field is read.
-// Allocation-free for every form.
+// Every form of an address gives the same key in X-Forwarded-For,
+// Forwarded and X-Real-IP, from a trusted peer; from an untrusted one no
+// field is read. Allocation-free for every form.
 func TestFieldsReadFormsAlike(t *testing.T) {
 	fields := map[string]Field{}
-	for _, f := range []Field{XForwardedFor, Forwarded} {
+	for _, f := range []Field{XForwardedFor, Forwarded, XRealIP} {
 		fields[f.String()] = f
 	}
 	peer := netip.MustParseAddr(iptest.Peer)
@@ -110,13 +110,14 @@ func TestFieldNames(t *testing.T) {
 	}{
 		{XForwardedFor, "X-Forwarded-For", "x-forwarded-for"},
 		{Forwarded, "Forwarded", "forwarded"},
-		{2, "ProxyHeader(2)", "ProxyHeader(2)"},
+		{XRealIP, "X-Real-IP", "x-real-ip"},
+		{3, "ProxyHeader(3)", "ProxyHeader(3)"},
 	} {
-		if tc.f.String() != tc.name || tc.f.Key() != tc.key || tc.f.Valid() != (tc.f < 2) {
+		if tc.f.String() != tc.name || tc.f.Key() != tc.key || tc.f.Valid() != (tc.f < 3) {
 			t.Errorf("Field(%d): %q %q %v", tc.f, tc.f.String(), tc.f.Key(), tc.f.Valid())
 		}
 	}
-	if _, err := New(Options{Field: 2}); err == nil {
+	if _, err := New(Options{Field: 3}); err == nil {
 		t.Error("New accepted an unknown field")
 	}
 }
@@ -131,14 +132,14 @@ func TestNewFor(t *testing.T) {
 		IPv4Bits        int
 		TrustUnixSocket bool
 	}
-	r, err := NewFor(ipOptions{TrustedProxies: iptest.Trusted, Header: header(Forwarded), IPv6Bits: 48, IPv4Bits: 24, TrustUnixSocket: true})
+	r, err := NewFor(ipOptions{TrustedProxies: iptest.Trusted, Header: header(XRealIP), IPv6Bits: 48, IPv4Bits: 24, TrustUnixSocket: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.field != Forwarded || r.bits6 != 48 || r.bits4 != 24 || !r.unixTrusted || len(r.trusted) != 1 {
+	if r.field != XRealIP || r.bits6 != 48 || r.bits4 != 24 || !r.unixTrusted || len(r.trusted) != 1 {
 		t.Errorf("NewFor: %+v", r)
 	}
-	if _, err := NewFor(ipOptions{Header: 2}); err == nil {
+	if _, err := NewFor(ipOptions{Header: 3}); err == nil {
 		t.Error("NewFor accepted an unknown header")
 	}
 }

@@ -1,6 +1,7 @@
 // Package iptest holds, for the tests of package clientip and of every
 // door, the forms an address takes in a forwarding field and the key each
-// form gives: X-Forwarded-For and Forwarded read every form alike.
+// form gives: X-Forwarded-For, Forwarded and X-Real-IP read every form
+// alike.
 package iptest
 
 import "net/netip"
@@ -15,16 +16,17 @@ const (
 	PeerKey = "10.0.0.1/32"
 )
 
-// The fields, as the doors name them.
+// The fields, as clientip.Field.Name spells them.
 const (
 	XForwardedFor = "X-Forwarded-For"
 	Forwarded     = "Forwarded"
+	XRealIP       = "X-Real-IP"
 )
 
 // A Case is what a trusted proxy sends in one field, and the key it gives.
 type Case struct {
 	Name  string
-	Field string   // XForwardedFor or Forwarded
+	Field string   // XForwardedFor, Forwarded or XRealIP
 	Lines []string // the field's lines (header lines, metadata values)
 	Key   string   // the client's prefix
 }
@@ -64,9 +66,11 @@ var forms = []struct {
 	{"unknown", "unknown", "", false},
 }
 
-// Cases returns every form in every field: as it is in X-Forwarded-For,
-// quoted in Forwarded (for="…", as RFC 7239 requires of IPv6), and unquoted
-// there too where a bare IPv6 address is accepted.
+// Cases returns every form in every field: as it is in X-Forwarded-For and
+// X-Real-IP, quoted in Forwarded (for="…", as RFC 7239 requires of IPv6),
+// and unquoted there too where a bare IPv6 address is accepted. Then the
+// cases of X-Real-IP's own rule: one line holding one address, or the key
+// is the peer's.
 func Cases() []Case {
 	var cs []Case
 	for _, f := range forms {
@@ -76,12 +80,22 @@ func Cases() []Case {
 		}
 		cs = append(cs,
 			Case{f.name, XForwardedFor, []string{f.addr}, key},
+			Case{f.name, XRealIP, []string{f.addr}, key},
 			Case{f.name + ", quoted", Forwarded, []string{`for="` + f.addr + `"`}, key})
 		if f.unquoted {
 			cs = append(cs, Case{f.name + ", unquoted", Forwarded, []string{"for=" + f.addr}, key})
 		}
 	}
-	// RFC 7239 wants an IPv6 node quoted; a bare one is taken unquoted only
-	// without a zone.
-	return append(cs, Case{"zone, unquoted", Forwarded, []string{"for=fe80::1%eth0"}, PeerKey})
+	return append(cs,
+		// RFC 7239 wants an IPv6 node quoted; a bare one is taken unquoted
+		// only without a zone.
+		Case{"zone, unquoted", Forwarded, []string{"for=fe80::1%eth0"}, PeerKey},
+		Case{"surrounding whitespace", XRealIP, []string{" 203.0.113.9 "}, "203.0.113.9/32"},
+		Case{"a trusted address is the client", XRealIP, []string{"10.9.9.9"}, "10.9.9.9/32"},
+		Case{"no line: the peer", XRealIP, nil, PeerKey},
+		Case{"empty", XRealIP, []string{""}, PeerKey},
+		Case{"two lines: the peer", XRealIP, []string{"198.51.100.1", "203.0.113.9"}, PeerKey},
+		Case{"a list: the peer", XRealIP, []string{"198.51.100.1, 203.0.113.9"}, PeerKey},
+		Case{"the same list in X-Forwarded-For", XForwardedFor, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
+	)
 }
