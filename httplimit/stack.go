@@ -54,52 +54,38 @@ func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.
 		s.Fields(key, fs)
 	}
 	res, at := s.Decide(r.Context(), key, n, out, m.errs)
+	var den Denial
 	switch res {
 	case door.Pass:
 		s.Report(m.hook, res, out, n)
 		m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
 		next.ServeHTTP(w, r)
+		return
 	case door.Gone:
 		w.WriteHeader(statusClientClosed)
-	case door.Overloaded:
-		// A full limiter had no room for the key: the server's capacity,
-		// not the client's quota. 503, with the time until it has room.
-		o := &out[at]
-		if m.hook != nil {
+		return
+	case door.Overloaded, door.Unavailable:
+		// Overloaded: a full limiter had no room for the key, the server's
+		// capacity, not the client's quota. Unavailable: the limiter's outage
+		// policy denied (fail closed, or a local fallback that denied).
+		// Either is a 503, not a 429 (DefaultDeny), with the limiter's wait
+		// as Retry-After.
+		if res == door.Overloaded && m.hook != nil {
 			m.hook.Overloaded(s.Policies[at].Name, n)
 		}
-		if m.dryRun {
-			m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
-			next.ServeHTTP(w, r)
-			return
-		}
-		ra := retryAfter(o.D)
-		m.writeHeaders(w.Header(), s, out, fs, key, n, ra)
-		m.deny(w, r, Denial{Policies: s.Policies[at].Names, Cost: n, Decision: o.D, RetryAfter: ra, Err: o.Err})
-	case door.Unavailable:
-		// The limiter's outage policy denied (fail closed, or a local
-		// fallback that denied): 503, not 429 (DefaultDeny), with the outage
-		// policy's wait as Retry-After.
 		o := &out[at]
-		if m.dryRun {
-			m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
-			next.ServeHTTP(w, r)
-			return
-		}
-		ra := retryAfter(o.D)
-		m.writeHeaders(w.Header(), s, out, fs, key, n, ra)
-		m.deny(w, r, Denial{Policies: s.Policies[at].Names, Cost: n, Decision: o.D, RetryAfter: ra, Err: o.Err})
+		den = Denial{Policies: s.Policies[at].Names, Decision: o.D, Err: o.Err}
 	case door.Deny:
-		den := s.Denied(out)
+		d := s.Denied(out)
 		s.Report(m.hook, res, out, n)
-		if m.dryRun {
-			m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
-			next.ServeHTTP(w, r)
-			return
-		}
-		d := out[den.Longest].D
-		ra := retryAfter(d)
-		m.writeHeaders(w.Header(), s, out, fs, key, n, ra)
-		m.deny(w, r, Denial{Policies: den.Violated, Cost: n, Decision: d, RetryAfter: ra})
+		den = Denial{Policies: d.Violated, Decision: out[d.Longest].D}
 	}
+	if m.dryRun {
+		m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
+		next.ServeHTTP(w, r)
+		return
+	}
+	den.Cost, den.RetryAfter = n, retryAfter(den.Decision)
+	m.writeHeaders(w.Header(), s, out, fs, key, n, den.RetryAfter)
+	m.deny(w, r, den)
 }
