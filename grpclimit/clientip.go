@@ -17,9 +17,6 @@ import (
 // a unix socket (an in-memory listener's).
 var ErrPeer = errors.New("grpclimit: peer address is not an IP address")
 
-// ErrIPOptions is returned by ClientIP for invalid options.
-var ErrIPOptions = errors.New("grpclimit: invalid client-IP options")
-
 // A ProxyHeader names the forwarding metadata a trusted proxy sets.
 type ProxyHeader uint8
 
@@ -80,7 +77,8 @@ type IPOptions struct {
 // we do not trust and are never looked at, so spoofed leftmost entries
 // change nothing; an entry that is not an address ends the walk at the
 // trusted hop that forwarded it. An entry takes the forms
-// httplimit.ClientIP's do, alike in every field.
+// httplimit.ClientIP's do, alike in every field. Invalid options are
+// ErrConfig.
 //
 // It allocates nothing for a peer that is not trusted. For a trusted peer
 // it reads the metadata with metadata.ValueFromIncomingContext, which
@@ -88,7 +86,7 @@ type IPOptions struct {
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 	res, err := clientip.NewFor(o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIPOptions, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	name := o.Header.String()
 	return func(ctx context.Context, _ string) (netip.Prefix, error) {

@@ -66,8 +66,8 @@ func TestClientIP(t *testing.T) {
 		}
 	}
 	for _, o := range []IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: 7}, {TrustedProxies: []netip.Prefix{{}}}} {
-		if _, err := ClientIP(o); !errors.Is(err, ErrIPOptions) {
-			t.Errorf("ClientIP(%+v): %v, want ErrIPOptions", o, err)
+		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
+			t.Errorf("ClientIP(%+v): %v, want ErrConfig", o, err)
 		}
 	}
 	// Peers that are not TCP: a unix socket keys as ::, trusted or not; an

@@ -29,7 +29,8 @@ type Policy[K comparable] struct {
 	Limiter atomiclimit.KeyedLimiter[K]
 }
 
-// ErrConfig is returned by New and NewPacer for an invalid configuration.
+// ErrConfig is returned by New and NewPacer for an invalid configuration,
+// and by ClientIP for invalid IPOptions.
 var ErrConfig = errors.New("grpclimit: invalid config")
 
 // ErrLimited is wrapped by the error a denied call or message fails with

@@ -16,9 +16,6 @@ import (
 // TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
-// ErrIPOptions is returned by ClientIP for invalid options.
-var ErrIPOptions = errors.New("httplimit: invalid client-IP options")
-
 // A ProxyHeader names the forwarding header a trusted proxy sets.
 type ProxyHeader uint8
 
@@ -100,11 +97,11 @@ type IPOptions struct {
 // An entry is an address as a proxy writes it, the same in every header:
 // IPv4 or IPv6 alone, IPv4 with a port, IPv6 in brackets with or without a
 // port (quoted in Forwarded, as RFC 7239 requires; a bare IPv6 address is
-// accepted unquoted too).
+// accepted unquoted too). Invalid options are ErrConfig.
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 	res, err := clientip.NewFor(o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIPOptions, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	header := http.CanonicalHeaderKey(o.Header.String())
 	return func(r *http.Request) (netip.Prefix, error) {

@@ -170,8 +170,8 @@ func TestClientIPOptionsErrors(t *testing.T) {
 		{IPv6Bits: 129}, {IPv6Bits: -1}, {IPv4Bits: 33}, {Header: 7},
 		{TrustedProxies: []netip.Prefix{{}}},
 	} {
-		if _, err := ClientIP(o); !errors.Is(err, ErrIPOptions) {
-			t.Errorf("ClientIP(%+v) error = %v, want ErrIPOptions", o, err)
+		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
+			t.Errorf("ClientIP(%+v) error = %v, want ErrConfig", o, err)
 		}
 	}
 }

@@ -77,8 +77,10 @@
 //
 // The key is a netip.Prefix, not a string: it is comparable, so the keyed
 // limiter hashes it directly and the key function allocates nothing.
-// Formatting it as a string (IPString) costs an allocation per request; see
-// BenchmarkKeyType for the measured difference.
+// Formatting it as a string (netip.Prefix.String) costs an allocation per
+// request; see BenchmarkKeyType for the measured difference. To key on more
+// than two parts, nest Compose: Compose(RemoteIP, Compose(Route, Method)) is
+// a Pair[netip.Prefix, Pair[string, string]], as comparable.
 //
 // # Headers
 //

@@ -25,10 +25,9 @@ const (
 	// HeadersNone writes no header at all; it overrides every other bit.
 	HeadersNone
 
-	// DefaultHeaders is what a zero Config.Headers means.
+	// DefaultHeaders is what a zero Config.Headers means. Every header is
+	// DefaultHeaders | HeaderLegacy.
 	DefaultHeaders = HeaderRateLimit | HeaderPolicy | HeaderRetryAfter
-	// AllHeaders is every header, the legacy ones included.
-	AllHeaders = DefaultHeaders | HeaderLegacy
 )
 
 // Canonical header keys, assigned to the header map directly: the map

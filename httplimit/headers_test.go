@@ -85,7 +85,7 @@ func intParam(it sfItem, k string) int64 {
 func TestHeadersTimeline(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(10, 10*time.Second), 5)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	steps := []struct {
 		advance     time.Duration
 		wantCode    int
@@ -236,7 +236,7 @@ func TestHeaderSets(t *testing.T) {
 			[]string{"RateLimit", "RateLimit-Policy"}, []string{"RateLimit", "X-RateLimit-Reset"}},
 		{HeaderLegacy, []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}, []string{"X-RateLimit-Reset"},
 			[]string{"RateLimit"}, []string{"Retry-After", "RateLimit"}},
-		{HeadersNone | AllHeaders, nil, nil,
+		{HeadersNone | DefaultHeaders | HeaderLegacy, nil, nil,
 			[]string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"}, []string{"Retry-After", "RateLimit", "X-RateLimit-Reset"}},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
@@ -316,7 +316,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 	}
 
 	un := newKeyed[string](t, newFakeClock(), gcra.Unlimited, 1)
-	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: AllHeaders}).Handler(okHandler)
+	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
 		w = do(h, "GET", "/", "", "X-Client", "k")
 		if w.Code != 200 || len(w.Header()) != 0 {
@@ -400,7 +400,7 @@ func TestDefaultDenyBody(t *testing.T) {
 // Header checks on a real exchange, parsed from the wire by net/http's client.
 func TestHeadersOnTheWire(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy})
 	srv := httptest.NewServer(m.Handler(okHandler))
 	defer srv.Close()
 	for i, want := range []int{200, 429} {

@@ -26,7 +26,8 @@ type Policy[K comparable] struct {
 	Limiter atomiclimit.KeyedLimiter[K]
 }
 
-// ErrConfig is returned by New for an invalid Config.
+// ErrConfig is returned by New for an invalid Config, and by ClientIP for
+// invalid IPOptions.
 var ErrConfig = errors.New("httplimit: invalid config")
 
 // ErrCost is the error a request fails with when Config.Cost returns a
@@ -145,7 +146,7 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if c.Key == nil {
 		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
 	}
-	if c.Headers&^(AllHeaders|HeadersNone) != 0 {
+	if c.Headers&^(DefaultHeaders|HeaderLegacy|HeadersNone) != 0 {
 		return nil, fmt.Errorf("%w: unknown header bits %#x", ErrConfig, uint8(c.Headers))
 	}
 	if err := door.CheckString("QuotaUnit", c.QuotaUnit); err != nil {

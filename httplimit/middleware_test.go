@@ -131,7 +131,7 @@ func TestKeyRoute(t *testing.T) {
 	}
 }
 
-func TestKeyMethodComposeJoin(t *testing.T) {
+func TestKeyMethodCompose(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
 	h := mustNew(t, Config[string]{Key: Method, Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if got := admits(h, req("GET", "/"), req("POST", "/"), req("GET", "/a")); got != "AAD" {
@@ -157,12 +157,19 @@ func TestKeyMethodComposeJoin(t *testing.T) {
 		t.Errorf("Compose second error %v", err)
 	}
 
-	j := Join("|", IPString(RemoteIP), Method, Header("X-T"))
-	if k, err := j(req("PUT", "/", "X-T", "t1")); k != "192.0.2.1/32|PUT|t1" || err != nil {
-		t.Errorf("Join = %q, %v", k, err)
+	// More than two parts: Compose nested (Join, which formatted a string
+	// per request, is gone), comparable and allocation-free.
+	three := Compose(RemoteIP, Compose(Method, Header("X-T")))
+	r4 := req("PUT", "/", "X-T", "t1")
+	want := Pair[netip.Prefix, Pair[string, string]]{mustPrefix("192.0.2.1/32"), Pair[string, string]{"PUT", "t1"}}
+	if k, err := three(r4); k != want || err != nil {
+		t.Errorf("nested Compose = %v, %v", k, err)
 	}
-	if _, err := j(req("PUT", "/")); !errors.Is(err, ErrNoKey) {
-		t.Errorf("Join error %v", err)
+	if _, err := three(req("PUT", "/")); !errors.Is(err, ErrNoKey) {
+		t.Errorf("nested Compose error %v", err)
+	}
+	if n := testing.AllocsPerRun(100, func() { three(r4) }); n != 0 {
+		t.Errorf("nested Compose: %v allocs, want 0", n)
 	}
 }
 

@@ -268,8 +268,8 @@ func TestNestedMiddlewaresExtendFields(t *testing.T) {
 
 	// The legacy headers hold one integer each: the set with the fewest
 	// remaining, not a list.
-	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
-	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(5), 5)}}})
+	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
+	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(5), 5)}}})
 	w = do(outerAll.Handler(innerAll.Handler(okHandler)), "GET", "/", "", "X-Client", "k")
 	if got := fmt.Sprint(w.Header().Values("X-Ratelimit-Limit"), w.Header().Values("X-Ratelimit-Remaining")); got != "[5] [4]" {
 		t.Fatalf("legacy headers %s, want the inner policy's alone (fewest remaining)", got)
