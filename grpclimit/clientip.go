@@ -17,29 +17,6 @@ import (
 // a unix socket (an in-memory listener's).
 var ErrPeer = errors.New("grpclimit: peer address is not an IP address")
 
-// A ProxyHeader names the forwarding metadata a trusted proxy sets.
-type ProxyHeader uint8
-
-const (
-	// XForwardedFor is "x-forwarded-for", as Envoy and nginx's grpc_pass
-	// set it: a comma-separated list of addresses, each proxy appending the
-	// address it received the call from.
-	XForwardedFor ProxyHeader = iota
-	// Forwarded is the RFC 7239 "forwarded" field; the for= parameter of
-	// each element is the address the appending proxy received the call
-	// from.
-	Forwarded
-	// XRealIP is "x-real-ip": one address, the client's, which the proxy
-	// sets, replacing any the client sent. It is not a list: two values, a
-	// list, or anything else that is not one address is ignored, and the
-	// key is then the trusted proxy's. The address is the client even when
-	// it is in TrustedProxies.
-	XRealIP
-)
-
-// String returns the metadata key ("x-forwarded-for").
-func (h ProxyHeader) String() string { return clientip.Field(h).Key() }
-
 // IPOptions configures ClientIP. The zero value keys on the peer address
 // alone, with IPv6 addresses grouped by /64 and IPv4 addresses kept whole
 // (/32). The rules are httplimit.IPOptions', for metadata instead of
@@ -63,6 +40,29 @@ type IPOptions struct {
 	// (::), never an error.
 	TrustUnixSocket bool
 }
+
+// A ProxyHeader names the forwarding metadata a trusted proxy sets.
+type ProxyHeader uint8
+
+const (
+	// XForwardedFor is "x-forwarded-for", as Envoy and nginx's grpc_pass
+	// set it: a comma-separated list of addresses, each proxy appending the
+	// address it received the call from.
+	XForwardedFor ProxyHeader = iota
+	// Forwarded is the RFC 7239 "forwarded" field; the for= parameter of
+	// each element is the address the appending proxy received the call
+	// from.
+	Forwarded
+	// XRealIP is "x-real-ip": one address, the client's, which the proxy
+	// sets, replacing any the client sent. It is not a list: two values, a
+	// list, or anything else that is not one address is ignored, and the
+	// key is then the trusted proxy's. The address is the client even when
+	// it is in TrustedProxies.
+	XRealIP
+)
+
+// String returns the metadata key ("x-forwarded-for").
+func (h ProxyHeader) String() string { return clientip.Field(h).Key() }
 
 // ClientIP returns a key function that keys a call on its client's address,
 // masked to the configured prefix length: a netip.Prefix, comparable, so it

@@ -19,6 +19,9 @@ var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 // A ProxyHeader names the forwarding header a trusted proxy sets.
 type ProxyHeader uint8
 
+// String returns the header's name ("X-Forwarded-For").
+func (h ProxyHeader) String() string { return clientip.Field(h).String() }
+
 const (
 	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
 	// list of addresses, each proxy appending the address it received the
@@ -35,9 +38,6 @@ const (
 	// it is in TrustedProxies.
 	XRealIP
 )
-
-// String returns the header's name ("X-Forwarded-For").
-func (h ProxyHeader) String() string { return clientip.Field(h).String() }
 
 // IPOptions configures ClientIP. The zero value keys on RemoteAddr alone,
 // with IPv6 addresses grouped by /64 and IPv4 addresses kept whole (/32).

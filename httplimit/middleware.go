@@ -13,6 +13,14 @@ import (
 	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
+// ErrConfig is returned by New for an invalid Config, and by ClientIP for
+// invalid IPOptions.
+var ErrConfig = errors.New("httplimit: invalid config")
+
+// ErrCost is the error a request fails with when Config.Cost returns a
+// negative cost.
+var ErrCost = errors.New("httplimit: negative request cost")
+
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
 // fields, and the limiter that enforces it. Any atomiclimit.KeyedLimiter
 // serves: *atomiclimit.Keyed for every rule, or redisgcra.Limiter for a
@@ -25,14 +33,6 @@ type Policy[K comparable] struct {
 	Name    string
 	Limiter atomiclimit.KeyedLimiter[K]
 }
-
-// ErrConfig is returned by New for an invalid Config, and by ClientIP for
-// invalid IPOptions.
-var ErrConfig = errors.New("httplimit: invalid config")
-
-// ErrCost is the error a request fails with when Config.Cost returns a
-// negative cost.
-var ErrCost = errors.New("httplimit: negative request cost")
 
 // Config configures a Middleware. Key and Policy.Limiter are required; the
 // zero value of every other field is a working default.
