@@ -34,7 +34,7 @@ func (c *fixedClock) Now() time.Time { return c.t }
 func algorithms() []algorithm {
 	ours := func(burst int) func(time.Time) func(time.Time) bool {
 		return func(t0 time.Time) func(time.Time) bool {
-			l := must(atomiclimit.New(gcra.PerSecond(accuracyLimit), burst, atomiclimit.WithClock(&fixedClock{t0})))
+			l := must(atomiclimit.New(gcra.Per(accuracyLimit, time.Second), burst, atomiclimit.WithClock(&fixedClock{t0})))
 			return func(t time.Time) bool { return l.AllowN(t, 1) }
 		}
 	}

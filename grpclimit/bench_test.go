@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -15,7 +16,7 @@ import (
 // but which never runs dry: T = 1ns, B = 100, so the bucket is full again
 // long before the next call, and r = 99 has a precomputed value.
 func allowAll[K comparable](tb testing.TB) *atomiclimit.Keyed[K] {
-	lim, err := atomiclimit.NewKeyed[K](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[K](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func BenchmarkUnary(b *testing.B) {
 		benchUnary(b, m.Unary(), false, peer)
 	})
 	b.Run("chain=grpclimit/key=peer/denied", func(b *testing.B) {
-		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
+		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
 		m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}})
 		m.Unary()(callCtxOnly(peer), nil, &grpc.UnaryServerInfo{FullMethod: echo.Say}, okHandler) // spend the burst
 		benchUnary(b, m.Unary(), true, peer)

@@ -105,8 +105,9 @@
 //
 // ClientIP keys on the peer address unless the peer is a trusted proxy;
 // only then does it read "x-forwarded-for" (or RFC 7239 "forwarded") from
-// the incoming metadata, from the right, skipping trusted hops: the same
-// rules, and the same code, as httplimit.ClientIP. A client that sends the
+// the incoming metadata, from the right, skipping trusted hops, or the one
+// address of "x-real-ip": the same rules, and the same code, as
+// httplimit.ClientIP. A client that sends the
 // metadata directly, or prepends fake entries through a trusted proxy, does
 // not change its key. Interceptors run in the order they are chained: put
 // this one after an authentication interceptor whose result a key

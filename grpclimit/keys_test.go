@@ -12,11 +12,13 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -64,8 +66,8 @@ func TestClientIP(t *testing.T) {
 		}
 	}
 	for _, o := range []IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: 7}, {TrustedProxies: []netip.Prefix{{}}}} {
-		if _, err := ClientIP(o); !errors.Is(err, ErrIPOptions) {
-			t.Errorf("ClientIP(%+v): %v, want ErrIPOptions", o, err)
+		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
+			t.Errorf("ClientIP(%+v): %v, want ErrConfig", o, err)
 		}
 	}
 	// Peers that are not TCP: a unix socket keys as ::, trusted or not; an
@@ -246,4 +248,72 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 		t.Fatal(err)
 	}
 	return cert, key
+}
+
+// Every form of an address gives the same key in x-forwarded-for,
+// forwarded and x-real-ip (iptest.Cases), through ClientIP.
+func TestClientIPFormsInEveryField(t *testing.T) {
+	keys := map[string]KeyFunc[netip.Prefix]{}
+	for _, h := range []ProxyHeader{XForwardedFor, Forwarded, XRealIP} {
+		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[strings.ToLower(h.String())] = key
+	}
+	for _, c := range iptest.Cases() {
+		field := strings.ToLower(c.Field)
+		var kv []string
+		for _, v := range c.Lines {
+			kv = append(kv, field, v)
+		}
+		ctx, _ := callCtx(iptest.Peer+":1", kv...)
+		if got, err := keys[field](ctx, echo.Say); err != nil || got != mustPrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, field, c.Lines, got, err, c.Key)
+		}
+	}
+}
+
+// x-real-ip over a real connection from 127.0.0.1: not trusted, ten calls
+// that each name another client share the peer's budget (3); trusted, they
+// are ten clients. A client's own value beside the proxy's (two values) is
+// not an address the proxy set: the key is the peer's.
+func TestXRealIPOnTheWire(t *testing.T) {
+	if XRealIP.String() != "x-real-ip" || ProxyHeader(9).String() != "ProxyHeader(9)" {
+		t.Errorf("names: %v %v", XRealIP, ProxyHeader(9))
+	}
+	for _, trust := range []bool{false, true} {
+		o := IPOptions{Header: XRealIP}
+		if trust {
+			o.TrustedProxies = []netip.Prefix{mustPrefix("127.0.0.0/8")}
+		}
+		key, _ := ClientIP(o)
+		lim := newKeyed[netip.Prefix](t, nil, gcra.Every(time.Hour), 3)
+		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+		cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
+		ok := 0
+		for i := range 10 {
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "x-real-ip", netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}).String())
+			if _, err := echo.CallSay(ctx, cc, "hi"); err == nil {
+				ok++
+			} else if status.Code(err) != codes.ResourceExhausted {
+				t.Fatal(err)
+			}
+		}
+		switch {
+		case !trust && (ok != 3 || lim.Stats().Keys != 1):
+			t.Errorf("untrusted loopback: %d admitted over %d keys, want 3 over the peer's one", ok, lim.Stats().Keys)
+		case trust && (ok != 10 || lim.Stats().Keys != 10):
+			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Stats().Keys)
+		}
+	}
+	key, _ := ClientIP(IPOptions{TrustedProxies: proxies, Header: XRealIP})
+	ctx, _ := callCtx("10.0.0.2:1", "x-real-ip", "6.6.6.6", "x-real-ip", "203.0.113.1")
+	if got, err := key(ctx, ""); err != nil || got != mustPrefix("10.0.0.2/32") {
+		t.Errorf("two values: %v %v, want the peer's", got, err)
+	}
+	ctx, _ = callCtx("10.0.0.2:1", "x-real-ip", "203.0.113.1")
+	if n := testing.AllocsPerRun(100, func() { key(ctx, "") }); n != 1 {
+		t.Errorf("trusted peer: %v allocs, want 1 (the metadata copy)", n)
+	}
 }

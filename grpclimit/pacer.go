@@ -47,7 +47,7 @@ type PacerConfig[K comparable] struct {
 // not defined.
 type Pacer[K comparable] struct {
 	key     KeyFunc[K]
-	s       *stack[K] // nil without Policies
+	s       *door.Stack[K] // nil without Policies
 	costs   map[string]int
 	retries int
 	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
@@ -65,32 +65,17 @@ func NewPacer[K comparable](c PacerConfig[K]) (*Pacer[K], error) {
 	if len(c.Policies) > 0 && c.Key == nil {
 		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
 	}
-	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries, hook: door.FillHook(c.Hook)}
-	if p.hook != nil {
-		p.errs = p.hook.Error
-	}
+	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries}
+	p.hook, p.errs = door.FillHook(c.Hook)
 	for name, cost := range c.Costs {
 		if cost < 0 {
 			return nil, fmt.Errorf("%w: Costs[%q] = %d, negative", ErrConfig, name, cost)
 		}
 	}
-	var pols []*policy[K]
-	for i, cp := range c.Policies {
-		if cp.Name == "" && len(c.Policies) == 1 {
-			cp.Name = "default"
-		}
-		pol, err := newPolicy(fmt.Sprintf("Policies[%d]", i), cp)
-		if err != nil {
-			return nil, err
-		}
-		pols = append(pols, pol)
-	}
-	if len(pols) > 0 {
-		s, err := newStack(pols, nil)
-		if err != nil {
-			return nil, err
-		}
-		p.s = s
+	var set door.Set[K] // a pacer reports no evictions
+	var err error
+	if p.s, err = door.AddStack(&set, "Policies", c.Policies); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return p, nil
 }
@@ -149,33 +134,21 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 		return err
 	}
 	var out [door.MaxPolicies]door.Outcome
-	o := out[:len(p.s.pols)]
+	o := out[:len(p.s.Policies)]
 	for {
 		clear(o) // Decide wants zero outcomes
-		res, at := p.s.d.Decide(ctx, key, n, o, p.errs)
+		res, at := p.s.Decide(ctx, key, n, o, p.errs)
 		switch res {
 		case door.Pass:
-			if p.hook != nil {
-				for j, pol := range p.s.pols {
-					if o[j].Kind == door.Admitted {
-						p.hook.Allowed(pol.name, n)
-					}
-				}
-			}
+			p.s.Report(p.hook, res, o, n)
 			return nil
 		case door.Gone:
 			return status.FromContextError(ctx.Err()).Err()
 		case door.Unavailable:
-			return unavailable(p.s.pols[at].name, &o[at])
+			return unavailable(p.s.Policies[at].Name, &o[at])
 		}
-		den := p.s.d.Denied(o)
-		if p.hook != nil {
-			for j, pol := range p.s.pols {
-				if o[j].Kind == door.Violated {
-					p.hook.Denied(pol.name, n, o[j].D.RetryAfter)
-				}
-			}
-		}
+		den := p.s.Denied(o)
+		p.s.Report(p.hook, res, o, n)
 		if den.RetryAfter == atomiclimit.Never {
 			return denied(p.s, key, o, den)
 		}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/internal/door"
@@ -30,7 +29,8 @@ type Policy[K comparable] struct {
 	Limiter atomiclimit.KeyedLimiter[K]
 }
 
-// ErrConfig is returned by New and NewPacer for an invalid configuration.
+// ErrConfig is returned by New and NewPacer for an invalid configuration,
+// and by ClientIP for invalid IPOptions.
 var ErrConfig = errors.New("grpclimit: invalid config")
 
 // ErrLimited is wrapped by the error a denied call or message fails with
@@ -129,23 +129,22 @@ func ServeOnError(context.Context, string, error) error { return nil }
 // with grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor. It is
 // safe for concurrent use.
 type Interceptor[K comparable] struct {
-	key      KeyFunc[K]
-	def      *stack[K]              // Policies; nil if there are none
-	methods  map[string]methodOf[K] // a method's stack (Policies and its own) and cost
-	msgs     *stack[K]              // Messages; nil if there are none
-	exclude  func(context.Context, string) bool
-	md       MetadataSet
-	onError  ErrorHandler
-	hook     *atomiclimit.Hook // filled (door.FillHook), or nil
-	errs     door.ErrorSink    // hook, or nil: what the limiters' errors go to
-	evictMu  sync.Mutex
-	policies []*policy[K] // every policy once (for ReportEvictions)
+	key     KeyFunc[K]
+	def     *door.Stack[K]         // Policies; nil if there are none
+	methods map[string]methodOf[K] // a method's stack (Policies and its own) and cost
+	msgs    *door.Stack[K]         // Messages; nil if there are none
+	exclude func(context.Context, string) bool
+	md      MetadataSet
+	onError ErrorHandler
+	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
+	errs    door.ErrorSink    // hook, or nil: what the limiters' errors go to
+	set     door.Set[K]       // every policy once (for ReportEvictions)
 }
 
 // methodOf is what a listed method is checked against: s (nil: none) at
 // cost.
 type methodOf[K comparable] struct {
-	s    *stack[K]
+	s    *door.Stack[K]
 	cost int
 }
 
@@ -160,33 +159,20 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	if len(c.Policies) == 0 && len(c.Methods) == 0 && len(c.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no policy (Policies, Methods and Messages are empty)", ErrConfig)
 	}
-	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError, hook: door.FillHook(c.Hook)}
+	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError}
+	m.hook, m.errs = door.FillHook(c.Hook)
 	if m.md&^MetadataOnAllow == 0 {
 		m.md |= DefaultMetadata
 	}
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	if m.hook != nil {
-		m.errs = m.hook.Error
+	var err error
+	if m.def, err = door.AddStack(&m.set, "Policies", c.Policies); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	base, err := m.newPolicies("Policies", c.Policies)
-	if err != nil {
-		return nil, err
-	}
-	if len(base) > 0 {
-		if m.def, err = newStack(base, nil); err != nil {
-			return nil, err
-		}
-	}
-	msgs, err := m.newPolicies("Messages", c.Messages)
-	if err != nil {
-		return nil, err
-	}
-	if len(msgs) > 0 {
-		if m.msgs, err = newStack(msgs, nil); err != nil {
-			return nil, fmt.Errorf("%w (Messages)", err)
-		}
+	if m.msgs, err = door.AddStack(&m.set, "Messages", c.Messages); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if len(c.Methods) > 0 || len(c.Costs) > 0 {
 		m.methods = make(map[string]methodOf[K], len(c.Methods)+len(c.Costs))
@@ -200,13 +186,13 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Methods)) {
 		what := "Methods[" + strconv.Quote(name) + "]"
-		pol, err := m.newPolicy(what, c.Methods[name])
+		pol, err := m.set.Add(what, door.Spec[K](c.Methods[name]))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		s, err := newStack(base, pol)
+		s, err := m.def.With(pol)
 		if err != nil {
-			return nil, fmt.Errorf("%w (%s)", err, what)
+			return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
 		}
 		mt, ok := m.methods[name]
 		if !ok {
@@ -216,30 +202,6 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 		m.methods[name] = mt
 	}
 	return m, nil
-}
-
-func (m *Interceptor[K]) newPolicies(what string, ps []Policy[K]) ([]*policy[K], error) {
-	var pols []*policy[K]
-	for i, p := range ps {
-		if p.Name == "" && len(ps) == 1 {
-			p.Name = "default"
-		}
-		pol, err := m.newPolicy(fmt.Sprintf("%s[%d]", what, i), p)
-		if err != nil {
-			return nil, err
-		}
-		pols = append(pols, pol)
-	}
-	return pols, nil
-}
-
-func (m *Interceptor[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) {
-	pol, err := newPolicy(what, p)
-	if err != nil {
-		return nil, err
-	}
-	m.policies = append(m.policies, pol)
-	return pol, nil
 }
 
 // Unary returns the unary server interceptor: it checks each call against
@@ -290,26 +252,29 @@ func (m *Interceptor[K]) call(ctx context.Context, method string, ss grpc.Server
 	if s == nil {
 		return key, true, nil // no policy for opening it, but for its messages
 	}
-	// The outcomes live on the stack: one for the common single policy.
-	if len(s.pols) == 1 {
-		var out [1]door.Outcome
-		var fs [1]*ratefields.Fields
-		return key, true, m.check(ctx, ss, false, s, key, n, out[:], fs[:])
+	return key, true, m.decide(ctx, ss, false, s, key, n)
+}
+
+// decide is check with the outcomes on the stack: one for the common
+// single policy.
+func (m *Interceptor[K]) decide(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, n int) error {
+	if len(s.Policies) == 1 {
+		var sc door.Scratch1
+		return m.check(ctx, ss, trailer, s, key, n, sc.Out[:], sc.Fields[:])
 	}
-	var out [door.MaxPolicies]door.Outcome
-	var fs [door.MaxPolicies]*ratefields.Fields
-	return key, true, m.check(ctx, ss, false, s, key, n, out[:len(s.pols)], fs[:len(s.pols)])
+	var sc door.Scratch
+	return m.check(ctx, ss, trailer, s, key, n, sc.Out[:len(s.Policies)], sc.Fields[:len(s.Policies)])
 }
 
 // fail reports err, for which a call of method could not be keyed, under
 // the first policy it would have met, and returns what the ErrorHandler
 // makes of it.
-func (m *Interceptor[K]) fail(ctx context.Context, method string, s *stack[K], err error) error {
+func (m *Interceptor[K]) fail(ctx context.Context, method string, s *door.Stack[K], err error) error {
 	if m.hook != nil {
 		if s == nil {
 			s = m.msgs
 		}
-		m.hook.Error(s.pols[0].name, err)
+		m.hook.Error(s.Policies[0].Name, err)
 	}
 	return m.onError(ctx, method, err)
 }
@@ -318,43 +283,29 @@ func (m *Interceptor[K]) fail(ctx context.Context, method string, s *stack[K], e
 // to the hook, and sends its metadata: in the header (trailer false), or in
 // the trailer for a message on a stream whose header may be gone. A nil
 // error admits it. fs is scratch space for the fields, nil on entry.
-func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
-	res, at := s.d.Decide(ctx, key, n, out, m.errs)
+func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
+	res, at := s.Decide(ctx, key, n, out, m.errs)
 	switch res {
 	case door.Pass:
-		if m.hook != nil {
-			for j, p := range s.pols {
-				if out[j].Kind == door.Admitted {
-					m.hook.Allowed(p.name, n)
-				}
-			}
-		}
+		s.Report(m.hook, res, out, n)
 		if m.md&MetadataOnAllow != 0 && !trailer { // an admitted message sends nothing
 			m.sendMetadata(ctx, ss, false, s, key, out, fs, n)
 		}
 		return nil
 	case door.Gone:
 		return status.FromContextError(ctx.Err()).Err()
-	case door.Unavailable:
-		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
-		return unavailable(s.pols[at].name, &out[at])
-	case door.Overloaded:
-		// A full limiter had no room for the key: the server's capacity,
-		// not the client's quota.
-		if m.hook != nil {
-			m.hook.Overloaded(s.pols[at].name, n)
+	case door.Overloaded, door.Unavailable:
+		// Overloaded: a full limiter had no room for the key, the server's
+		// capacity, not the client's quota. Unavailable: the limiter's outage
+		// policy denied.
+		if res == door.Overloaded && m.hook != nil {
+			m.hook.Overloaded(s.Policies[at].Name, n)
 		}
 		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
-		return unavailable(s.pols[at].name, &out[at])
+		return unavailable(s.Policies[at].Name, &out[at])
 	default: // door.Deny
-		den := s.d.Denied(out)
-		if m.hook != nil {
-			for j, p := range s.pols {
-				if out[j].Kind == door.Violated {
-					m.hook.Denied(p.name, n, out[j].D.RetryAfter)
-				}
-			}
-		}
+		den := s.Denied(out)
+		s.Report(m.hook, res, out, n)
 		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
 		return denied(s, key, out, den)
 	}
@@ -364,14 +315,12 @@ func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, traile
 // grpc.SetHeader for a unary call (ss nil), in ss's header when it opens,
 // in ss's trailer for a message. Interceptors nested in one another each
 // add their own values under the same keys.
-func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, out []door.Outcome, fs []*ratefields.Fields, n int) {
+func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, out []door.Outcome, fs []*ratefields.Fields, n int) {
 	if m.md&MetadataNone != 0 {
 		return
 	}
-	for j, p := range s.pols {
-		fs[j] = p.fields(key)
-	}
-	policies, items, _, _ := ratefields.Count(out, fs, n)
+	s.Fields(key, fs)
+	policies, items, _, _ := door.Count(out, fs, n)
 	rl := items > 0 && m.md&MetadataRateLimit != 0
 	pol := policies > 0 && m.md&MetadataPolicy != 0
 	if !rl && !pol {
@@ -381,11 +330,11 @@ func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream,
 	md := make(metadata.MD, 2)
 	vals := make([]string, 0, 2)
 	if rl {
-		vals = append(vals, ratefields.RateLimitValue(out, fs, n, items, nil))
+		vals = append(vals, door.RateLimitValue(out, fs, n, items, nil))
 		md[mdRateLimit] = vals[len(vals)-1:]
 	}
 	if pol {
-		vals = append(vals, s.joined.PolicyValue(fs, policies, nil))
+		vals = append(vals, s.PolicyValue(fs, policies, nil))
 		md[mdPolicy] = vals[len(vals)-1:]
 	}
 	// The only error is a header already sent (the handler's, on a stream
@@ -416,26 +365,11 @@ func (s *limitedStream[K]) RecvMsg(msg any) error {
 	if err := s.ServerStream.RecvMsg(msg); err != nil {
 		return err
 	}
-	st := s.m.msgs
-	if len(st.pols) == 1 {
-		var out [1]door.Outcome
-		var fs [1]*ratefields.Fields
-		return s.m.check(s.Context(), s.ServerStream, true, st, s.key, 1, out[:], fs[:])
-	}
-	var out [door.MaxPolicies]door.Outcome
-	var fs [door.MaxPolicies]*ratefields.Fields
-	return s.m.check(s.Context(), s.ServerStream, true, st, s.key, 1, out[:len(st.pols)], fs[:len(st.pols)])
+	return s.m.decide(s.Context(), s.ServerStream, true, s.m.msgs, s.key, 1)
 }
 
 // ReportEvictions passes to the hook, as Evicted events, the keys each
 // policy's limiter has removed since the last call (limiters with a
 // Stats() atomiclimit.Stats method). Call it periodically or before a
 // metrics scrape. Without a hook it does nothing.
-func (m *Interceptor[K]) ReportEvictions() {
-	if m.hook == nil {
-		return
-	}
-	m.evictMu.Lock()
-	defer m.evictMu.Unlock()
-	reportEvictions(m.hook, m.policies)
-}
+func (m *Interceptor[K]) ReportEvictions() { m.set.ReportEvictions(m.hook) }

@@ -42,19 +42,19 @@ func retryDelay(d time.Duration) time.Duration {
 // violation per violated policy, in the configured order: subject and
 // quota_id the policy's name, description its rule as configured,
 // quota_value its advertised quota.
-func denied[K comparable](s *stack[K], key K, out []door.Outcome, den door.Denial) error {
+func denied[K comparable](s *door.Stack[K], key K, out []door.Outcome, den door.Denial) error {
 	var b strings.Builder
 	b.WriteString(ErrLimited.Error())
 	b.WriteString(": ")
 	writePolicies(&b, den.Violated)
 	qf := &errdetails.QuotaFailure{}
-	for j, p := range s.pols {
+	for j, p := range s.Policies {
 		if out[j].Kind != door.Violated {
 			continue
 		}
-		f := p.fields(key)
+		f := p.Fields(key)
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject: p.name, QuotaId: p.name, Description: f.Quota.String, QuotaValue: int64(f.Q),
+			Subject: p.Name, QuotaId: p.Name, Description: f.Quota.String, QuotaValue: int64(f.Q),
 		})
 	}
 	var st *status.Status

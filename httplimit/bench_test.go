@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -16,7 +17,7 @@ import (
 // request) but which never runs dry: T = 1ns, B = 100, so the bucket is full
 // again long before the next request, and r = 99 has a precomputed value.
 func allowAll[K comparable](b *testing.B) *atomiclimit.Keyed[K] {
-	lim, err := atomiclimit.NewKeyed[K](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[K](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"headers=none", HeadersNone, nil},
 		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}},
 		{"headers=default", DefaultHeaders, nil},
-		{"headers=all", AllHeaders, nil},
+		{"headers=all", DefaultHeaders | HeaderLegacy, nil},
 	} {
 		b.Run("handler=limited/key=remote/"+tc.name, func(b *testing.B) {
 			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Headers: tc.headers, Hook: tc.hook})
@@ -73,7 +74,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		benchServe(b, m.Handler(okHandler), r, 200)
 	})
 	b.Run("handler=denied/key=remote/headers=default", func(b *testing.B) {
-		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
+		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
 		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}})
 		benchServe(b, m.Handler(okHandler), r, 429)
 	})
@@ -107,8 +108,8 @@ func BenchmarkMiddlewareRecorder(b *testing.B) {
 }
 
 // BenchmarkKeyType compares keying the limiter by netip.Prefix (ClientIP)
-// with keying it by the prefix's string form (IPString): key function plus
-// decision, 1024 distinct clients.
+// with keying it by the prefix's string form (p.String()): key function
+// plus decision, 1024 distinct clients.
 func BenchmarkKeyType(b *testing.B) {
 	reqs := make([]*http.Request, 1024)
 	for i := range reqs {
@@ -130,7 +131,10 @@ func BenchmarkKeyType(b *testing.B) {
 	})
 	b.Run("key=string", func(b *testing.B) {
 		lim := allowAll[string](b)
-		key := IPString(RemoteIP)
+		key := func(r *http.Request) (string, error) {
+			p, err := RemoteIP(r)
+			return p.String(), err
+		}
 		for _, r := range reqs {
 			k, _ := key(r)
 			stacktest.Decide(lim, k, 1)
@@ -181,7 +185,7 @@ func BenchmarkStacked(b *testing.B) {
 		b.Run(fmt.Sprintf("headers=none/policies=%d/clock=coarse", n), func(b *testing.B) {
 			var pols []Policy[netip.Prefix]
 			for _, name := range names[:n] {
-				lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.PerSecond(1_000_000_000), 10_000_000,
+				lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 10_000_000,
 					atomiclimit.WithSweepInterval(0), atomiclimit.WithCoarseClock())
 				if err != nil {
 					b.Fatal(err)
@@ -196,7 +200,7 @@ func BenchmarkStacked(b *testing.B) {
 		})
 	}
 	b.Run("headers=default/policies=2/denied=second", func(b *testing.B) {
-		none, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.PerHour(1), 1, atomiclimit.WithSweepInterval(0))
+		none, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
 		m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{
 			{Name: "a", Limiter: allowAll[netip.Prefix](b)}, {Name: "b", Limiter: none}}})
 		if err != nil {

@@ -16,11 +16,11 @@ import (
 // TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
-// ErrIPOptions is returned by ClientIP for invalid options.
-var ErrIPOptions = errors.New("httplimit: invalid client-IP options")
-
 // A ProxyHeader names the forwarding header a trusted proxy sets.
 type ProxyHeader uint8
+
+// String returns the header's name ("X-Forwarded-For").
+func (h ProxyHeader) String() string { return clientip.Field(h).String() }
 
 const (
 	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
@@ -30,17 +30,14 @@ const (
 	// Forwarded is the RFC 7239 Forwarded header; the for= parameter of each
 	// element is the address the appending proxy received the request from.
 	Forwarded
+	// XRealIP is the X-Real-IP header: one address, the client's, which the
+	// proxy sets (nginx: proxy_set_header X-Real-IP $remote_addr),
+	// replacing any the client sent. It is not a list: two header lines, a
+	// list, or anything else that is not one address is ignored, and the
+	// key is then the trusted proxy's. The address is the client even when
+	// it is in TrustedProxies.
+	XRealIP
 )
-
-func (h ProxyHeader) String() string {
-	switch h {
-	case XForwardedFor:
-		return "X-Forwarded-For"
-	case Forwarded:
-		return "Forwarded"
-	}
-	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
-}
 
 // IPOptions configures ClientIP. The zero value keys on RemoteAddr alone,
 // with IPv6 addresses grouped by /64 and IPv4 addresses kept whole (/32).
@@ -56,7 +53,7 @@ type IPOptions struct {
 	TrustedProxies []netip.Prefix
 	// Header is the forwarding header the trusted proxies set
 	// (XForwardedFor by default). Only that one is read: a proxy that sets
-	// one header passes the other through from the client untouched.
+	// one header passes the others through from the client untouched.
 	Header ProxyHeader
 	// IPv6Bits is the prefix length IPv6 clients are grouped by (default 64:
 	// one end site's subnet; an attacker usually holds a whole /64 and can
@@ -90,82 +87,51 @@ type IPOptions struct {
 //     to its right received the request from. The first entry that is not
 //     a trusted proxy is the client. Entries to its left were written by
 //     the client or by proxies we do not trust and are never looked at, so
-//     spoofed leftmost entries change nothing.
+//     spoofed leftmost entries change nothing. (X-Real-IP has one entry,
+//     the client: see XRealIP.)
 //  4. An entry that is not an address ("unknown", an obfuscated
 //     identifier, garbage) ends the walk: the key is then the trusted hop
 //     that forwarded it, the last address we can vouch for. If every entry
 //     is trusted, the leftmost is the client.
+//
+// An entry is an address as a proxy writes it, the same in every header:
+// IPv4 or IPv6 alone, IPv4 with a port, IPv6 in brackets with or without a
+// port (quoted in Forwarded, as RFC 7239 requires; a bare IPv6 address is
+// accepted unquoted too). Invalid options are ErrConfig.
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
-	k, err := newIPKeyer(o)
+	res, err := clientip.NewFor(o)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return k.key, nil
+	header := http.CanonicalHeaderKey(o.Header.String())
+	return func(r *http.Request) (netip.Prefix, error) {
+		peer, unix, err := remotePeer(r.RemoteAddr)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return res.Key(peer, unix, func() []string { return r.Header[header] }), nil
+	}, nil
 }
 
 // RemoteIP keys a request on RemoteAddr alone, IPv6 grouped by /64 and IPv4
 // by /32: ClientIP with zero IPOptions.
 func RemoteIP(r *http.Request) (netip.Prefix, error) {
-	a, err := remoteAddr(r.RemoteAddr)
+	a, _, err := remotePeer(r.RemoteAddr)
 	if err != nil {
-		if !clientip.IsUnixPeer(r.RemoteAddr) {
-			return netip.Prefix{}, err
-		}
-		a = netip.IPv6Unspecified() // a unix-socket peer (see IPOptions.TrustUnixSocket)
+		return netip.Prefix{}, err
 	}
 	return clientip.Mask(a, 32, 64), nil
 }
 
-type ipKeyer struct {
-	res    *clientip.Resolver
-	header string // canonical header name
-}
-
-func newIPKeyer(o IPOptions) (*ipKeyer, error) {
-	k := &ipKeyer{}
-	co := clientip.Options{Trusted: o.TrustedProxies, Bits4: o.IPv4Bits, Bits6: o.IPv6Bits, TrustUnix: o.TrustUnixSocket}
-	switch o.Header {
-	case XForwardedFor:
-		k.header = "X-Forwarded-For"
-	case Forwarded:
-		k.header, co.Forwarded = "Forwarded", true
-	default:
-		return nil, fmt.Errorf("%w: %v", ErrIPOptions, o.Header)
-	}
-	res, err := clientip.New(co)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIPOptions, err)
-	}
-	k.res = res
-	return k, nil
-}
-
-func (k *ipKeyer) key(r *http.Request) (netip.Prefix, error) {
-	peer, err := remoteAddr(r.RemoteAddr)
-	unix := err != nil && clientip.IsUnixPeer(r.RemoteAddr)
-	if err != nil && !unix {
-		return netip.Prefix{}, err
-	}
-	if unix {
-		peer = netip.IPv6Unspecified()
-	}
-	var lines []string
-	trusted := k.res.Trusts(peer, unix)
-	if trusted {
-		lines = r.Header[k.header]
-	}
-	return k.res.Client(peer, trusted, lines), nil
-}
-
-// remoteAddr parses RemoteAddr ("ip:port", "[ip6]:port" or a bare address).
-func remoteAddr(s string) (netip.Addr, error) {
+// remotePeer parses RemoteAddr: an address ("ip:port", "[ip6]:port" or a
+// bare address), normalized, or a unix-socket peer (see
+// IPOptions.TrustUnixSocket), whose address is the unspecified one (::).
+func remotePeer(s string) (a netip.Addr, unix bool, err error) {
 	if a, ok := clientip.ParsePeer(s); ok {
-		return a, nil
+		return a, false, nil
 	}
-	return netip.Addr{}, fmt.Errorf("%w: %q", ErrRemoteAddr, s)
+	if clientip.IsUnixPeer(s) {
+		return netip.IPv6Unspecified(), true, nil
+	}
+	return netip.Addr{}, false, fmt.Errorf("%w: %q", ErrRemoteAddr, s)
 }
-
-// isToken reports whether s is an RFC 9110 token.
-func isToken(s string) bool { return clientip.IsToken(s) }
-
-func trimOWS(s string) string { return clientip.TrimOWS(s) }

@@ -6,8 +6,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 )
 
 type ipCase struct {
@@ -143,7 +145,7 @@ func TestClientIPGrouping(t *testing.T) {
 		{"IPv4-mapped grouped as IPv4", "[::ffff:192.0.2.200]:1", nil, nil, "192.0.2.0/24"},
 	})
 	// Two addresses in one /64 share a bucket; the next /64 does not.
-	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 	key, _ := ClientIP(IPOptions{})
 	h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}}).Handler(okHandler)
 	if w := do(h, "GET", "/", "[2001:db8:0:1::1]:1"); w.Code != 200 {
@@ -169,8 +171,8 @@ func TestClientIPOptionsErrors(t *testing.T) {
 		{IPv6Bits: 129}, {IPv6Bits: -1}, {IPv4Bits: 33}, {Header: 7},
 		{TrustedProxies: []netip.Prefix{{}}},
 	} {
-		if _, err := ClientIP(o); !errors.Is(err, ErrIPOptions) {
-			t.Errorf("ClientIP(%+v) error = %v, want ErrIPOptions", o, err)
+		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
+			t.Errorf("ClientIP(%+v) error = %v, want ErrConfig", o, err)
 		}
 	}
 }
@@ -196,7 +198,7 @@ func TestClientIPUnixSocketPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 	h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}}).Handler(okHandler)
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "@"
@@ -218,7 +220,7 @@ func TestClientIPBadRemoteAddr(t *testing.T) {
 	}
 	// Through the middleware: the error path, 500, and the Error hook.
 	hook := newCountingHook()
-	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerSecond(1), 1)
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook()}).Handler(okHandler)
 	w := do(h, "GET", "/", "pipe")
 	if w.Code != http.StatusInternalServerError || w.Header().Get("Content-Type") != "application/problem+json" {
@@ -244,5 +246,96 @@ func TestClientIPAllocs(t *testing.T) {
 	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9, 10.0.0.2")
 	if n := testing.AllocsPerRun(100, func() { key(r) }); n != 0 {
 		t.Errorf("X-Forwarded-For walk: %v allocs, want 0", n)
+	}
+}
+
+// Every form of an address gives the same key in X-Forwarded-For,
+// Forwarded and X-Real-IP (iptest.Cases), through ClientIP.
+func TestClientIPFormsInEveryHeader(t *testing.T) {
+	keys := map[string]KeyFunc[netip.Prefix]{}
+	for _, h := range []ProxyHeader{XForwardedFor, Forwarded, XRealIP} {
+		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[h.String()] = key
+	}
+	for _, c := range iptest.Cases() {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = iptest.Peer + ":1"
+		for _, v := range c.Lines {
+			r.Header.Add(c.Field, v)
+		}
+		if got, err := keys[c.Field](r); err != nil || got != mustPrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, c.Field, c.Lines, got, err, c.Key)
+		}
+	}
+}
+
+// X-Real-IP is read only from a trusted proxy (a TCP peer in
+// TrustedProxies, or a unix socket with TrustUnixSocket); a client that
+// sends it directly keys as itself. Read, it allocates nothing.
+func TestClientIPXRealIP(t *testing.T) {
+	if XRealIP.String() != "X-Real-IP" || ProxyHeader(9).String() != "ProxyHeader(9)" {
+		t.Errorf("names: %v %v", XRealIP, ProxyHeader(9))
+	}
+	key, err := ClientIP(IPOptions{TrustedProxies: proxies, Header: XRealIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, remote string
+		real         []string
+		xff          string
+		want         string
+	}{
+		{"untrusted peer: ignored", "203.0.113.7:1", []string{"198.51.100.1"}, "", "203.0.113.7/32"},
+		{"trusted peer: read", "10.0.0.1:1", []string{"198.51.100.1"}, "", "198.51.100.1/32"},
+		{"trusted IPv6 peer", "[2001:db8:ffff::1]:1", []string{"[2001:db8:1::7]:443"}, "", "2001:db8:1::/64"},
+		{"X-Forwarded-For not read", "10.0.0.1:1", nil, "198.51.100.1", "10.0.0.1/32"},
+		{"a client's line and the proxy's: the peer", "10.0.0.1:1", []string{"6.6.6.6", "198.51.100.1"}, "", "10.0.0.1/32"},
+		{"unix peer, not trusted", "@", []string{"198.51.100.1"}, "", "::/64"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.real {
+			r.Header.Add("X-Real-Ip", v)
+		}
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got, err := key(r); err != nil || got != mustPrefix(tc.want) {
+			t.Errorf("%s: %v %v, want %s", tc.name, got, err, tc.want)
+		}
+	}
+	unix, _ := ClientIP(IPOptions{Header: XRealIP, TrustUnixSocket: true})
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "@"
+	r.Header.Set("X-Real-IP", "198.51.100.1")
+	if got, err := unix(r); err != nil || got != mustPrefix("198.51.100.1/32") {
+		t.Errorf("trusted unix peer: %v %v", got, err)
+	}
+	r.RemoteAddr = "10.0.0.1:1"
+	if n := testing.AllocsPerRun(100, func() { key(r) }); n != 0 {
+		t.Errorf("X-Real-IP: %v allocs, want 0", n)
+	}
+	// Through the middleware, 1 per minute: two clients behind the proxy
+	// are two buckets; a client that reaches the server directly keys as
+	// itself whatever it sends.
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
+	h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}}).Handler(okHandler)
+	for i, tc := range []struct {
+		remote, real string
+		want         int
+	}{
+		{"10.0.0.1:1", "198.51.100.1", 200},
+		{"10.0.0.2:1", "198.51.100.2", 200},
+		{"10.0.0.2:1", "198.51.100.1", 429},
+		{"203.0.113.7:1", "198.51.100.3", 200},
+		{"203.0.113.7:1", "198.51.100.4", 429},
+	} {
+		if w := do(h, "GET", "/", tc.remote, "X-Real-IP", tc.real); w.Code != tc.want {
+			t.Errorf("request %d from %s as %s: %d, want %d", i, tc.remote, tc.real, w.Code, tc.want)
+		}
 	}
 }

@@ -70,14 +70,17 @@
 //
 // ClientIP keys on RemoteAddr unless the TCP peer is a trusted proxy; only
 // then does it read X-Forwarded-For (or RFC 7239 Forwarded), from the right,
-// skipping trusted hops. A client that sends a forwarding header directly, or
-// prepends fake entries through a trusted proxy, does not change its key.
-// IPv6 clients are grouped by /64 (configurable), IPv4 clients by /32.
+// skipping trusted hops, or the one address of X-Real-IP. A client that
+// sends a forwarding header directly, or prepends fake entries through a
+// trusted proxy, does not change its key. IPv6 clients are grouped by /64
+// (configurable), IPv4 clients by /32.
 //
 // The key is a netip.Prefix, not a string: it is comparable, so the keyed
 // limiter hashes it directly and the key function allocates nothing.
-// Formatting it as a string (IPString) costs an allocation per request; see
-// BenchmarkKeyType for the measured difference.
+// Formatting it as a string (netip.Prefix.String) costs an allocation per
+// request; see BenchmarkKeyType for the measured difference. To key on more
+// than two parts, nest Compose: Compose(RemoteIP, Compose(Route, Method)) is
+// a Pair[netip.Prefix, Pair[string, string]], as comparable.
 //
 // # Headers
 //

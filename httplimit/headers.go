@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -26,10 +25,9 @@ const (
 	// HeadersNone writes no header at all; it overrides every other bit.
 	HeadersNone
 
-	// DefaultHeaders is what a zero Config.Headers means.
+	// DefaultHeaders is what a zero Config.Headers means. Every header is
+	// DefaultHeaders | HeaderLegacy.
 	DefaultHeaders = HeaderRateLimit | HeaderPolicy | HeaderRetryAfter
-	// AllHeaders is every header, the legacy ones included.
-	AllHeaders = DefaultHeaders | HeaderLegacy
 )
 
 // Canonical header keys, assigned to the header map directly: the map
@@ -43,10 +41,6 @@ const (
 	hdrXReset     = "X-Ratelimit-Reset"
 )
 
-// fields is what a policy's headers need from a quota (see
-// ratefields.Fields).
-type fields = ratefields.Fields
-
 // retryAfter returns the Retry-After of a denial in seconds, or -1 when the
 // request can never be admitted (see ratefields.RetryAfter).
 func retryAfter(d gcra.Decision) int64 { return ratefields.RetryAfter(d) }
@@ -55,7 +49,7 @@ func retryAfter(d gcra.Decision) int64 { return ratefields.RetryAfter(d) }
 // policies. ra is the Retry-After in seconds, or < 0 for none. A field an
 // outer middleware already wrote is extended, not replaced: both lists
 // hold their own policies.
-func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outcome, fs []*fields, key K, n int, ra int64) {
+func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, key K, n int, ra int64) {
 	set := m.headers
 	if set&HeadersNone != 0 {
 		return
@@ -66,7 +60,7 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outc
 	}
 	// How many policies have items, and the most restrictive (fewest
 	// remaining) for the legacy headers.
-	policies, items, least, leastR := ratefields.Count(out, fs, n)
+	policies, items, least, leastR := door.Count(out, fs, n)
 	// One backing array for all the one-element slices: one allocation.
 	var k int
 	if items > 0 && set&HeaderRateLimit != 0 {
@@ -101,10 +95,10 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outc
 		set1(name, v)
 	}
 	if items > 0 && set&HeaderRateLimit != 0 {
-		list(hdrRateLimit, ratefields.RateLimitValue(out, fs, n, items, pk))
+		list(hdrRateLimit, door.RateLimitValue(out, fs, n, items, pk))
 	}
 	if policies > 0 && set&HeaderPolicy != 0 {
-		list(hdrPolicy, s.joined.PolicyValue(fs, policies, pk))
+		list(hdrPolicy, s.PolicyValue(fs, policies, pk))
 	}
 	if least >= 0 && set&HeaderLegacy != 0 {
 		// One integer each, not a list: of an outer middleware's set and
@@ -131,12 +125,4 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []door.Outc
 		}
 		set1(hdrRetryAfter, strconv.FormatInt(ra, 10))
 	}
-}
-
-// checkSFString reports whether s can be an sf-string: printable ASCII only.
-func checkSFString(what, s string) error {
-	if !ratefields.ValidString(s) {
-		return fmt.Errorf("%w: %s %q: only printable ASCII can be a structured-field string", ErrConfig, what, s)
-	}
-	return nil
 }

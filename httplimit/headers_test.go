@@ -85,7 +85,7 @@ func intParam(it sfItem, k string) int64 {
 func TestHeadersTimeline(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(10, 10*time.Second), 5)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	steps := []struct {
 		advance     time.Duration
 		wantCode    int
@@ -180,7 +180,7 @@ func TestRetryAfterIsTheLeastSufficientWait(t *testing.T) {
 	}{
 		{gcra.Per(3, 7*time.Second), 2, 1},
 		{gcra.Per(7, 3*time.Second), 4, 3},
-		{gcra.PerMinute(1), 1, 1},
+		{gcra.Per(1, time.Minute), 1, 1},
 		{gcra.Every(1500 * time.Millisecond), 3, 2},
 	} {
 		c := newFakeClock()
@@ -236,10 +236,10 @@ func TestHeaderSets(t *testing.T) {
 			[]string{"RateLimit", "RateLimit-Policy"}, []string{"RateLimit", "X-RateLimit-Reset"}},
 		{HeaderLegacy, []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}, []string{"X-RateLimit-Reset"},
 			[]string{"RateLimit"}, []string{"Retry-After", "RateLimit"}},
-		{HeadersNone | AllHeaders, nil, nil,
+		{HeadersNone | DefaultHeaders | HeaderLegacy, nil, nil,
 			[]string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"}, []string{"Retry-After", "RateLimit", "X-RateLimit-Reset"}},
 	} {
-		lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
+		lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: tc.set}).Handler(okHandler)
 		a := do(h, "GET", "/", "", "X-Client", "k")
 		d := do(h, "GET", "/", "", "X-Client", "k")
@@ -270,7 +270,7 @@ func TestHeaderSets(t *testing.T) {
 			t.Errorf("set %#x: denial Content-Type %q", tc.set, d.Header().Get("Content-Type"))
 		}
 	}
-	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Limiter: newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)}}, Headers: 0x80}); err == nil {
+	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Limiter: newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)}}, Headers: 0x80}); err == nil {
 		t.Error("New accepted unknown header bits")
 	}
 }
@@ -282,14 +282,14 @@ func TestPolicyMapping(t *testing.T) {
 		burst int
 		want  string
 	}{
-		{gcra.PerMinute(60), 60, `"default";q=60;w=60`},
-		{gcra.PerSecond(100), 100, `"default";q=100;w=1`},
-		{gcra.PerSecond(100), 10, `"default";q=100;w=1`},      // B·T = 100ms: w rounded up to 1, q scaled to it
-		{gcra.PerSecond(1000), 1, `"default";q=1000;w=1`},     // not q=1;w=1: the rate is 1000/s
-		{gcra.Per(10, time.Second), 15, `"default";q=20;w=2`}, // B·T = 1.5s: q/w is the rate
-		{gcra.PerHour(10), 2, `"default";q=2;w=720`},
+		{gcra.Per(60, time.Minute), 60, `"default";q=60;w=60`},
+		{gcra.Per(100, time.Second), 100, `"default";q=100;w=1`},
+		{gcra.Per(100, time.Second), 10, `"default";q=100;w=1`},  // B·T = 100ms: w rounded up to 1, q scaled to it
+		{gcra.Per(1000, time.Second), 1, `"default";q=1000;w=1`}, // not q=1;w=1: the rate is 1000/s
+		{gcra.Per(10, time.Second), 15, `"default";q=20;w=2`},    // B·T = 1.5s: q/w is the rate
+		{gcra.Per(10, time.Hour), 2, `"default";q=2;w=720`},
 		{gcra.Per(3, 7*time.Second), 2, `"default";q=2;w=5`}, // T = 2.333…s, B·T = 4.67s
-		{gcra.PerDay(1000), 1000, `"default";q=1000;w=86400`},
+		{gcra.Per(1000, 24*time.Hour), 1000, `"default";q=1000;w=86400`},
 		{gcra.DenyAll, 1, `"default";q=0`},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), tc.limit, tc.burst)
@@ -316,7 +316,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 	}
 
 	un := newKeyed[string](t, newFakeClock(), gcra.Unlimited, 1)
-	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: AllHeaders}).Handler(okHandler)
+	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
 		w = do(h, "GET", "/", "", "X-Client", "k")
 		if w.Code != 200 || len(w.Header()) != 0 {
@@ -328,7 +328,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 // A structured-field string with characters that need escaping round-trips.
 func TestPolicyNameEscaping(t *testing.T) {
 	name := `tier "gold" \ v2`
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 2)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 2)
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: name, Limiter: lim}}, QuotaUnit: "requests"}).Handler(okHandler)
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	pol, rate := checkFields(t, w.Header())
@@ -354,7 +354,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 }
 
 func TestPartitionKey(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 2)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 2)
 	h := mustNew(t, Config[string]{
 		Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}},
 		PartitionKey: func(k string) []byte { return []byte("id-" + k) },
@@ -373,7 +373,7 @@ func TestPartitionKey(t *testing.T) {
 
 func TestDefaultDenyBody(t *testing.T) {
 	c := newFakeClock()
-	lim := newKeyed[string](t, c, gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "per-minute", Limiter: lim}}}).Handler(okHandler)
 	do(h, "GET", "/", "", "X-Client", "k")
 	c.Add(500 * time.Millisecond)
@@ -399,8 +399,8 @@ func TestDefaultDenyBody(t *testing.T) {
 
 // Header checks on a real exchange, parsed from the wire by net/http's client.
 func TestHeadersOnTheWire(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: AllHeaders})
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy})
 	srv := httptest.NewServer(m.Handler(okHandler))
 	defer srv.Close()
 	for i, want := range []int{200, 429} {
@@ -431,9 +431,9 @@ func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 		burst int
 	}{
 		{gcra.Per(3, 7*time.Second), 2},
-		{gcra.PerSecond(5), 5},
-		{gcra.PerSecond(100), 10},
-		{gcra.PerMinute(7), 3},
+		{gcra.Per(5, time.Second), 5},
+		{gcra.Per(100, time.Second), 10},
+		{gcra.Per(7, time.Minute), 3},
 		{gcra.Every(1500 * time.Millisecond), 1},
 	} {
 		c := newFakeClock()

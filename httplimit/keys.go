@@ -3,14 +3,15 @@ package httplimit
 import (
 	"errors"
 	"net/http"
-	"net/netip"
 	"strings"
+
+	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // A KeyFunc returns the key a request is limited under: its partition. An
 // error sends the request down the error path (Config.OnError) instead.
-// Key functions run on every request: they should not allocate. All of this
-// package's do not, except Join and IPString.
+// Key functions run on every request: they should not allocate. None of
+// this package's does.
 type KeyFunc[K comparable] func(r *http.Request) (K, error)
 
 // ErrNoKey is returned by a key function when the request lacks what it keys
@@ -66,20 +67,9 @@ func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
 	auth := canon == "Authorization"
 	limit := MaxKeyLen
 	return func(r *http.Request) (string, error) {
-		v := r.Header[canon]
-		if len(v) == 0 {
-			return "", ErrNoKey
-		}
-		k := trimOWS(v[0])
-		if auth {
-			if scheme, cred, ok := strings.Cut(k, " "); ok && isToken(scheme) {
-				k = trimOWS(cred)
-			} else if strings.EqualFold(k, "Bearer") {
-				return "", ErrNoKey // the scheme, without a token
-			}
-		}
+		k, bare := httpsyntax.APIKey(r.Header[canon], auth)
 		switch {
-		case k == "":
+		case k == "", bare && strings.EqualFold(k, "Bearer"): // none, or the scheme without a token
 			return "", ErrNoKey
 		case len(k) > limit:
 			return "", ErrInvalidKey
@@ -151,39 +141,5 @@ func Compose[A, B comparable](a KeyFunc[A], b KeyFunc[B]) KeyFunc[Pair[A, B]] {
 			return Pair[A, B]{}, err
 		}
 		return Pair[A, B]{ka, kb}, nil
-	}
-}
-
-// Join keys a request on the string keys of fs joined by sep, for composites
-// of more than two parts. It allocates the joined string on every request;
-// prefer Compose. Choose a sep that cannot occur in the parts, or two
-// different requests may share a key.
-func Join(sep string, fs ...KeyFunc[string]) KeyFunc[string] {
-	return func(r *http.Request) (string, error) {
-		var b strings.Builder
-		for i, f := range fs {
-			k, err := f(r)
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteString(sep)
-			}
-			b.WriteString(k)
-		}
-		return b.String(), nil
-	}
-}
-
-// IPString turns a client-IP key function into one that returns the prefix
-// as a string ("192.0.2.1/32"), for Join or a Keyed[string]. It allocates
-// the string on every request; a Keyed[netip.Prefix] does not need it.
-func IPString(f KeyFunc[netip.Prefix]) KeyFunc[string] {
-	return func(r *http.Request) (string, error) {
-		p, err := f(r)
-		if err != nil {
-			return "", err
-		}
-		return p.String(), nil
 	}
 }

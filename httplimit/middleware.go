@@ -7,13 +7,19 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
+
+// ErrConfig is returned by New for an invalid Config, and by ClientIP for
+// invalid IPOptions.
+var ErrConfig = errors.New("httplimit: invalid config")
+
+// ErrCost is the error a request fails with when Config.Cost returns a
+// negative cost.
+var ErrCost = errors.New("httplimit: negative request cost")
 
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
 // fields, and the limiter that enforces it. Any atomiclimit.KeyedLimiter
@@ -27,13 +33,6 @@ type Policy[K comparable] struct {
 	Name    string
 	Limiter atomiclimit.KeyedLimiter[K]
 }
-
-// ErrConfig is returned by New for an invalid Config.
-var ErrConfig = errors.New("httplimit: invalid config")
-
-// ErrCost is the error a request fails with when Config.Cost returns a
-// negative cost.
-var ErrCost = errors.New("httplimit: negative request cost")
 
 // Config configures a Middleware. Key and Policy.Limiter are required; the
 // zero value of every other field is a working default.
@@ -126,47 +125,32 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler
 // A Middleware limits the requests that pass through it. It is safe for
 // concurrent use. Build one with New and install it with Handler.
 type Middleware[K comparable] struct {
-	key      KeyFunc[K]
-	def      *stack[K]            // Policies; nil if there are none
-	routes   map[string]*stack[K] // Policies and the route's
-	mux      *http.ServeMux
-	cost     func(*http.Request) int
-	exclude  func(*http.Request) bool
-	dryRun   bool
-	headers  HeaderSet
-	pk       func(K) []byte
-	deny     DenyFunc
-	onError  ErrorHandler
-	hook     *atomiclimit.Hook // filled (door.FillHook), or nil
-	unit     string
-	evictMu  sync.Mutex
-	policies []*policy[K]   // every policy once: Policies, then the routes' (for ReportEvictions)
-	errs     door.ErrorSink // hook, or nil: what the policies' limiters' errors go to
+	key     KeyFunc[K]
+	def     *door.Stack[K]            // Policies; nil if there are none
+	routes  map[string]*door.Stack[K] // Policies and the route's
+	mux     *http.ServeMux
+	cost    func(*http.Request) int
+	exclude func(*http.Request) bool
+	dryRun  bool
+	headers HeaderSet
+	pk      func(K) []byte
+	deny    DenyFunc
+	onError ErrorHandler
+	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
+	set     door.Set[K]       // every policy once: Policies, then the routes' (for ReportEvictions)
+	errs    door.ErrorSink    // hook, or nil: what the policies' limiters' errors go to
 }
-
-// policy is a Policy with the header values it needs, cached per quota.
-type policy[K comparable] struct {
-	name    string
-	dp      *door.Policy[K]
-	lim     atomiclimit.KeyedLimiter[K]
-	evicted uint64 // evictions reported so far; guarded by Middleware.evictMu
-	cache   ratefields.Cache
-}
-
-// fields returns the header values for key's quota, rebuilding them when the
-// quota changes (SetRule, or a key on another tier than the last one seen).
-func (p *policy[K]) fields(key K) *fields { return p.cache.For(p.lim.Quota(key)) }
 
 // New validates c and returns the middleware it describes.
 func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if c.Key == nil {
 		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
 	}
-	if c.Headers&^(AllHeaders|HeadersNone) != 0 {
+	if c.Headers&^(DefaultHeaders|HeaderLegacy|HeadersNone) != 0 {
 		return nil, fmt.Errorf("%w: unknown header bits %#x", ErrConfig, uint8(c.Headers))
 	}
-	if err := checkSFString("QuotaUnit", c.QuotaUnit); err != nil {
-		return nil, err
+	if err := door.CheckString("QuotaUnit", c.QuotaUnit); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if len(c.Policies) == 0 && len(c.Routes) == 0 {
 		return nil, fmt.Errorf("%w: no policy (Policies and Routes are empty)", ErrConfig)
@@ -174,8 +158,9 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	m := &Middleware[K]{
 		key: c.Key, mux: c.Mux, cost: c.Cost, exclude: c.Exclude, dryRun: c.DryRun,
 		headers: c.Headers, pk: c.PartitionKey, deny: c.Deny, onError: c.OnError,
-		hook: door.FillHook(c.Hook), unit: c.QuotaUnit,
 	}
+	m.hook, m.errs = door.FillHook(c.Hook)
+	m.set.Unit = c.QuotaUnit
 	if m.headers == 0 {
 		m.headers = DefaultHeaders
 	}
@@ -185,25 +170,9 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	if m.hook != nil {
-		m.errs = m.hook.Error
-	}
-	var base []*policy[K]
-	for i, p := range c.Policies {
-		if p.Name == "" && len(c.Policies) == 1 {
-			p.Name = "default"
-		}
-		pol, err := m.newPolicy(fmt.Sprintf("Policies[%d]", i), p)
-		if err != nil {
-			return nil, err
-		}
-		base = append(base, pol)
-	}
 	var err error
-	if len(base) > 0 {
-		if m.def, err = newStack(base, nil); err != nil {
-			return nil, err
-		}
+	if m.def, err = door.AddStack(&m.set, "Policies", c.Policies); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if len(c.Routes) > 0 {
 		if c.Mux == nil {
@@ -212,37 +181,19 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 			// and every route's limit would be silently ignored.
 			return nil, fmt.Errorf("%w: Routes need Mux, the ServeMux the patterns belong to", ErrConfig)
 		}
-		m.routes = make(map[string]*stack[K], len(c.Routes))
+		m.routes = make(map[string]*door.Stack[K], len(c.Routes))
 		for _, pattern := range slices.Sorted(maps.Keys(c.Routes)) {
 			what := "route " + strconv.Quote(pattern)
-			pol, err := m.newPolicy(what, c.Routes[pattern])
+			pol, err := m.set.Add(what, door.Spec[K](c.Routes[pattern]))
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 			}
-			if m.routes[pattern], err = newStack(base, pol); err != nil {
-				return nil, fmt.Errorf("%w (%s)", err, what)
+			if m.routes[pattern], err = m.def.With(pol); err != nil {
+				return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
 			}
 		}
 	}
 	return m, nil
-}
-
-func (m *Middleware[K]) newPolicy(what string, p Policy[K]) (*policy[K], error) {
-	if p.Limiter == nil {
-		return nil, fmt.Errorf("%w: %s has no Limiter", ErrConfig, what)
-	}
-	if p.Name == "" {
-		return nil, fmt.Errorf("%w: %s has no name", ErrConfig, what)
-	}
-	if err := checkSFString(what+" name", p.Name); err != nil {
-		return nil, err
-	}
-	pol := &policy[K]{name: p.Name, dp: door.NewPolicy(p.Name, p.Limiter), lim: p.Limiter}
-	pol.cache.Init(p.Name, m.unit)
-	var zero K
-	pol.fields(zero) // build the header values now, and fail here if Quota panics
-	m.policies = append(m.policies, pol)
-	return pol, nil
 }
 
 // Handler wraps next: the middleware as a func(http.Handler) http.Handler.
@@ -253,7 +204,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 }
 
 // stackFor returns the policies r is checked against, or nil for none.
-func (m *Middleware[K]) stackFor(r *http.Request) *stack[K] {
+func (m *Middleware[K]) stackFor(r *http.Request) *door.Stack[K] {
 	if m.routes == nil {
 		return m.def
 	}
@@ -266,9 +217,9 @@ func (m *Middleware[K]) stackFor(r *http.Request) *stack[K] {
 // fail reports err, for which r could not be limited (its key or its cost
 // failed), under the first policy r would have met, and hands r to the
 // ErrorHandler.
-func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], err error) {
+func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *door.Stack[K], err error) {
 	if m.hook != nil {
-		m.hook.Error(s.pols[0].name, err)
+		m.hook.Error(s.Policies[0].Name, err)
 	}
 	m.onError(w, r, next, err)
 }
@@ -280,22 +231,4 @@ func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.H
 // periodically or before a metrics scrape; the limiters do not report
 // evictions as they happen. A limiter shared by several policies reports
 // its evictions under each of them. Without a hook it does nothing.
-func (m *Middleware[K]) ReportEvictions() {
-	if m.hook == nil {
-		return
-	}
-	m.evictMu.Lock()
-	defer m.evictMu.Unlock()
-	for _, p := range m.policies {
-		s, ok := p.lim.(statser)
-		if !ok {
-			continue
-		}
-		st := s.Stats()
-		total := st.Evicted + st.EvictedActive
-		if total > p.evicted {
-			m.hook.Evicted(p.name, int(total-p.evicted))
-			p.evicted = total
-		}
-	}
-}
+func (m *Middleware[K]) ReportEvictions() { m.set.ReportEvictions(m.hook) }

@@ -43,7 +43,7 @@ func req(method, target string, hdr ...string) *http.Request {
 }
 
 func TestKeyHeader(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	h := mustNew(t, Config[string]{Key: Header("x-client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
 		req("GET", "/", "X-Client", "a"), req("GET", "/", "X-Client", "a"),
@@ -58,7 +58,7 @@ func TestKeyHeader(t *testing.T) {
 }
 
 func TestKeyAPIKey(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	issued := map[string]bool{"k1": true, "k2": true}
 	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
@@ -109,7 +109,7 @@ func TestKeyBearerAloneAndLongKeys(t *testing.T) {
 }
 
 func TestKeyRoute(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	m := mustNew(t, Config[string]{Key: Route, Policies: []Policy[string]{{Limiter: lim}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", m.Handler(okHandler))
@@ -122,7 +122,7 @@ func TestKeyRoute(t *testing.T) {
 	if got := admits(m.Handler(mux), req("GET", "/items/1")); got != "E" {
 		t.Errorf("Route outside the mux: %s, want E", got)
 	}
-	lim2 := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim2 := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	inner := http.NewServeMux()
 	inner.Handle("GET /items/{id}", okHandler)
 	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policies: []Policy[string]{{Limiter: lim2}}}).Handler(inner)
@@ -131,15 +131,15 @@ func TestKeyRoute(t *testing.T) {
 	}
 }
 
-func TestKeyMethodComposeJoin(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+func TestKeyMethodCompose(t *testing.T) {
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	h := mustNew(t, Config[string]{Key: Method, Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if got := admits(h, req("GET", "/"), req("POST", "/"), req("GET", "/a")); got != "AAD" {
 		t.Errorf("Method: %s, want AAD", got)
 	}
 
 	ipRoute := Compose(RemoteIP, Method)
-	lim2 := newKeyed[Pair[netip.Prefix, string]](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim2 := newKeyed[Pair[netip.Prefix, string]](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policies: []Policy[Pair[netip.Prefix, string]]{{Limiter: lim2}}}).Handler(okHandler)
 	r1, r2, r3 := req("GET", "/"), req("POST", "/"), req("GET", "/")
 	r3.RemoteAddr = "198.51.100.7:1"
@@ -157,19 +157,26 @@ func TestKeyMethodComposeJoin(t *testing.T) {
 		t.Errorf("Compose second error %v", err)
 	}
 
-	j := Join("|", IPString(RemoteIP), Method, Header("X-T"))
-	if k, err := j(req("PUT", "/", "X-T", "t1")); k != "192.0.2.1/32|PUT|t1" || err != nil {
-		t.Errorf("Join = %q, %v", k, err)
+	// More than two parts: Compose nested (Join, which formatted a string
+	// per request, is gone), comparable and allocation-free.
+	three := Compose(RemoteIP, Compose(Method, Header("X-T")))
+	r4 := req("PUT", "/", "X-T", "t1")
+	want := Pair[netip.Prefix, Pair[string, string]]{mustPrefix("192.0.2.1/32"), Pair[string, string]{"PUT", "t1"}}
+	if k, err := three(r4); k != want || err != nil {
+		t.Errorf("nested Compose = %v, %v", k, err)
 	}
-	if _, err := j(req("PUT", "/")); !errors.Is(err, ErrNoKey) {
-		t.Errorf("Join error %v", err)
+	if _, err := three(req("PUT", "/")); !errors.Is(err, ErrNoKey) {
+		t.Errorf("nested Compose error %v", err)
+	}
+	if n := testing.AllocsPerRun(100, func() { three(r4) }); n != 0 {
+		t.Errorf("nested Compose: %v allocs, want 0", n)
 	}
 }
 
 func TestRoutes(t *testing.T) {
 	c := newFakeClock()
-	def := newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)
-	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(2), 2)
+	def := newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)
+	login := newKeyed[netip.Prefix](t, c, gcra.Per(2, time.Minute), 2)
 	hook := newCountingHook()
 	mux := http.NewServeMux()
 	m := mustNew(t, Config[netip.Prefix]{
@@ -204,12 +211,12 @@ func TestRoutes(t *testing.T) {
 	}
 	// The same middleware around the whole mux finds the pattern via Mux.
 	c2 := newFakeClock()
-	login2 := newKeyed[netip.Prefix](t, c2, gcra.PerMinute(1), 1)
+	login2 := newKeyed[netip.Prefix](t, c2, gcra.Per(1, time.Minute), 1)
 	inner := http.NewServeMux()
 	inner.Handle("POST /login", okHandler)
 	inner.Handle("/", okHandler)
 	outer := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c2, gcra.PerMinute(100), 100)}},
+		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c2, gcra.Per(100, time.Minute), 100)}},
 		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login2}}, Mux: inner,
 	}).Handler(inner)
 	if got := admits(outer, req("POST", "/login"), req("POST", "/login"), req("GET", "/")); got != "ADA" {
@@ -226,10 +233,10 @@ func TestRoutes(t *testing.T) {
 // instead of ignoring the routes.
 func TestRoutesNeedMux(t *testing.T) {
 	c := newFakeClock()
-	login := newKeyed[netip.Prefix](t, c, gcra.PerMinute(3), 3)
+	login := newKeyed[netip.Prefix](t, c, gcra.Per(3, time.Minute), 3)
 	_, err := New(Config[netip.Prefix]{
 		Key:      RemoteIP,
-		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)}},
+		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
 		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 	})
 	if !errors.Is(err, ErrConfig) {
@@ -240,7 +247,7 @@ func TestRoutesNeedMux(t *testing.T) {
 	mux.Handle("POST /login", okHandler)
 	h := mustNew(t, Config[netip.Prefix]{
 		Key:      RemoteIP,
-		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.PerMinute(100), 100)}},
+		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
 		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 		Mux:      mux,
 	}).Handler(mux)
@@ -250,7 +257,7 @@ func TestRoutesNeedMux(t *testing.T) {
 }
 
 func TestExclude(t *testing.T) {
-	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
 		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
@@ -270,7 +277,7 @@ func TestExclude(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
-	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.PerMinute(2), 2)
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(2, time.Minute), 2)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(), DryRun: true}).Handler(okHandler)
 	for i := 0; i < 5; i++ {
@@ -289,7 +296,7 @@ func TestDryRun(t *testing.T) {
 
 func TestCost(t *testing.T) {
 	c := newFakeClock()
-	lim := newKeyed[netip.Prefix](t, c, gcra.PerSecond(1), 5)
+	lim := newKeyed[netip.Prefix](t, c, gcra.Per(1, time.Second), 5)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
 		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
@@ -337,7 +344,7 @@ func TestCost(t *testing.T) {
 }
 
 func TestCustomDenyAndErrorHandlers(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	var got Denial
 	h := mustNew(t, Config[string]{
 		Key: Header("X-Client"), Policies: []Policy[string]{{Name: "p", Limiter: lim}},
@@ -358,12 +365,12 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 }
 
 func TestSetLimitChangesHeaders(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(10), 10)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(10, time.Minute), 10)
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=10;w=60` {
 		t.Errorf("before: %q", w.Header().Get("RateLimit-Policy"))
 	}
-	if err := lim.SetRule(atomiclimit.GCRA(gcra.PerSecond(20), 20)); err != nil {
+	if err := lim.SetRule(atomiclimit.GCRA(gcra.Per(20, time.Second), 20)); err != nil {
 		t.Fatal(err)
 	}
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=20;w=1` {
@@ -373,7 +380,7 @@ func TestSetLimitChangesHeaders(t *testing.T) {
 
 func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
-	lim := newKeyed[string](t, c, gcra.PerSecond(1), 1)
+	lim := newKeyed[string](t, c, gcra.Per(1, time.Second), 1)
 	hook := newCountingHook()
 	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Hook: hook.hook()})
 	h := m.Handler(okHandler)
@@ -396,7 +403,7 @@ func TestReportEvictions(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerSecond(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 	for name, c := range map[string]Config[string]{
 		"no key":     {Policies: []Policy[string]{{Limiter: lim}}},
 		"no limiter": {Key: Method},
@@ -412,7 +419,7 @@ func TestConfigErrors(t *testing.T) {
 // header, with or without a hook; the default headers add exactly one (the
 // backing array of the header slices) while r has a precomputed value.
 func TestAllowPathAllocs(t *testing.T) {
-	lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +458,11 @@ func TestAllowPathAllocs(t *testing.T) {
 // rebuilt them (a table of up to 129 strings), so the allow path allocated
 // on each request.
 func TestAllowPathAllocsAcrossTiers(t *testing.T) {
-	lim, err := atomiclimit.NewKeyed[string](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+	lim, err := atomiclimit.NewKeyed[string](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.SetKeyRule("paid", atomiclimit.GCRA(gcra.PerSecond(1_000_000_000), 120)); err != nil { // r stays within the prebuilt table (tableMax)
+	if err := lim.SetKeyRule("paid", atomiclimit.GCRA(gcra.Per(1_000_000_000, time.Second), 120)); err != nil { // r stays within the prebuilt table (tableMax)
 		t.Fatal(err)
 	}
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)

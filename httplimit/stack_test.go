@@ -21,8 +21,8 @@ import (
 // names the violated one.
 func TestStackedAllOrNothing(t *testing.T) {
 	c := newFakeClock()
-	minute := newKeyed[string](t, c, gcra.PerMinute(3), 3)
-	day := newKeyed[string](t, c, gcra.PerDay(5), 5)
+	minute := newKeyed[string](t, c, gcra.Per(3, time.Minute), 3)
+	day := newKeyed[string](t, c, gcra.Per(5, 24*time.Hour), 5)
 	hook := newCountingHook()
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
 		{Name: "minute", Limiter: minute}, {Name: "day", Limiter: day},
@@ -82,9 +82,9 @@ func TestStackedAllOrNothing(t *testing.T) {
 // admit gets no Retry-After at all.
 func TestStackedEveryViolatedPolicy(t *testing.T) {
 	c := newFakeClock()
-	a := newKeyed[string](t, c, gcra.PerMinute(1), 1)
-	b := newKeyed[string](t, c, gcra.PerHour(1), 1)
-	d := newKeyed[string](t, c, gcra.PerSecond(10), 10)
+	a := newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)
+	b := newKeyed[string](t, c, gcra.Per(1, time.Hour), 1)
+	d := newKeyed[string](t, c, gcra.Per(10, time.Second), 10)
 	var got Denial
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
 		{Name: "a", Limiter: a}, {Name: "b", Limiter: b}, {Name: "d", Limiter: d},
@@ -124,7 +124,7 @@ func TestStackedLogAskedLast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := newKeyed[string](t, c, gcra.PerMinute(1), 1)
+	other := newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
 		{Name: "log", Limiter: log}, {Name: "gcra", Limiter: other},
 	}}).Handler(okHandler)
@@ -185,8 +185,8 @@ func (f *flaky) Peek(ctx context.Context, key string, n int) (gcra.Decision, err
 // decide.
 func TestStackedOutage(t *testing.T) {
 	c := newFakeClock()
-	local := newKeyed[string](t, c, gcra.PerMinute(10), 10)
-	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), err: errors.New("store down")}
+	local := newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)
+	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10), err: errors.New("store down")}
 	hook := newCountingHook()
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
 		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
@@ -222,8 +222,8 @@ func TestStackedOutage(t *testing.T) {
 // is given back.
 func TestStackedCallerGone(t *testing.T) {
 	c := newFakeClock()
-	local := newKeyed[string](t, c, gcra.PerMinute(10), 10)
-	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.PerMinute(10), 10), blocked: make(chan struct{})}
+	local := newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)
+	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10), blocked: make(chan struct{})}
 	hook := newCountingHook()
 	served := false
 	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
@@ -254,8 +254,8 @@ func TestStackedCallerGone(t *testing.T) {
 // wait.
 func TestNestedMiddlewaresExtendFields(t *testing.T) {
 	c := newFakeClock()
-	outer := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
-	inner := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(1), 1)}}})
+	outer := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
+	inner := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)}}})
 	h := outer.Handler(inner.Handler(okHandler))
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	if got := w.Header().Get("RateLimit"); got != `"server";r=9, "api";r=0;t=60` {
@@ -268,8 +268,8 @@ func TestNestedMiddlewaresExtendFields(t *testing.T) {
 
 	// The legacy headers hold one integer each: the set with the fewest
 	// remaining, not a list.
-	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.PerMinute(10), 10)}}})
-	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: AllHeaders, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.PerMinute(5), 5)}}})
+	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
+	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(5, time.Minute), 5)}}})
 	w = do(outerAll.Handler(innerAll.Handler(okHandler)), "GET", "/", "", "X-Client", "k")
 	if got := fmt.Sprint(w.Header().Values("X-Ratelimit-Limit"), w.Header().Values("X-Ratelimit-Remaining")); got != "[5] [4]" {
 		t.Fatalf("legacy headers %s, want the inner policy's alone (fewest remaining)", got)
@@ -322,7 +322,7 @@ func checkFieldLists(t *testing.T, h http.Header) (policies, rates []sfItem) {
 }
 
 func TestStackConfigErrors(t *testing.T) {
-	lim := newKeyed[string](t, newFakeClock(), gcra.PerMinute(1), 1)
+	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	for name, c := range map[string]Config[string]{
 		"no policy":      {Key: Header("X")},
 		"unnamed of two": {Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: lim}, {Limiter: lim}}},
@@ -352,7 +352,7 @@ func TestStackedAllowPathAllocs(t *testing.T) {
 		want float64
 	}{{HeadersNone, 0}, {DefaultHeaders, 2}} {
 		lim := func() *atomiclimit.Keyed[string] {
-			k, err := atomiclimit.NewKeyed[string](gcra.PerSecond(1_000_000_000), 100, atomiclimit.WithSweepInterval(0))
+			k, err := atomiclimit.NewKeyed[string](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,27 +4,103 @@
 // of either protocol: a door gives it the peer's address and the field's
 // lines (one per header line, or per metadata value).
 //
-// Only when the peer is a trusted proxy are the lines read at all, from
-// the right, skipping trusted hops: the first untrusted entry is the
-// client. Entries to its left were written by the client or by proxies we
-// do not trust and are never looked at, so spoofed entries change nothing.
-// An entry that is not an address ("unknown", an obfuscated identifier,
-// garbage) ends the walk at the trusted hop that forwarded it.
+// Only when the peer is a trusted proxy are the lines read at all. A list
+// (X-Forwarded-For, Forwarded) is read from the right, skipping trusted
+// hops: the first untrusted entry is the client. Entries to its left were
+// written by the client or by proxies we do not trust and are never looked
+// at, so spoofed entries change nothing. An entry that is not an address
+// ("unknown", an obfuscated identifier, garbage) ends the walk at the
+// trusted hop that forwarded it. X-Real-IP is one address, which the
+// trusted proxy sets: it is the client.
+//
+// Both lists take an address in the same forms (splitAddr): IPv4 or IPv6
+// alone, IPv4 with a port, IPv6 in brackets with or without a port; a
+// Forwarded node quotes them, as RFC 7239 requires of IPv6.
 package clientip
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
+
+// A Field names the forwarding field a trusted proxy sets: an HTTP header,
+// or the same field in gRPC metadata (its name lower-cased). The doors'
+// ProxyHeader constants have these values.
+type Field uint8
+
+const (
+	// XForwardedFor is a comma-separated list of addresses, each proxy
+	// appending the address it received the request from.
+	XForwardedFor Field = iota
+	// Forwarded is RFC 7239's list of elements, whose for= parameter is the
+	// address the appending proxy received the request from.
+	Forwarded
+	// XRealIP is one address, the client's, set by the proxy (replacing
+	// any the client sent).
+	XRealIP
+)
+
+var (
+	fieldNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+	fieldKeys  = [...]string{XForwardedFor: "x-forwarded-for", Forwarded: "forwarded", XRealIP: "x-real-ip"}
+)
+
+// Valid reports whether f is a known field.
+func (f Field) Valid() bool { return int(f) < len(fieldNames) }
+
+// String returns the field's name as its specification spells it
+// ("X-Real-IP"; an HTTP header map wants it canonicalized,
+// http.CanonicalHeaderKey), or for an unknown field "ProxyHeader(N)", the
+// doors' name for the type.
+func (f Field) String() string {
+	if f.Valid() {
+		return fieldNames[f]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(f))
+}
+
+// Key returns the field's gRPC metadata key: its name lower-cased
+// ("x-real-ip"), or for an unknown field what String does.
+func (f Field) Key() string {
+	if f.Valid() {
+		return fieldKeys[f]
+	}
+	return f.String()
+}
 
 // Options configures a Resolver. Bits are the prefix lengths clients are
 // grouped by (0: 32 for IPv4, 64 for IPv6).
 type Options struct {
 	Trusted      []netip.Prefix // the trusted proxies' networks
-	Forwarded    bool           // the lines are RFC 7239 Forwarded, not X-Forwarded-For
+	Field        Field          // what the lines are
 	Bits4, Bits6 int
 	TrustUnix    bool // a unix-socket peer is a trusted proxy
+}
+
+// NewFor returns the Resolver of a door's options: each door declares its
+// own IPOptions, documented for its users, with this underlying struct, H
+// being its ProxyHeader, whose values are the Fields.
+func NewFor[H ~uint8, O ~struct {
+	TrustedProxies  []netip.Prefix
+	Header          H
+	IPv6Bits        int
+	IPv4Bits        int
+	TrustUnixSocket bool
+}](o O) (*Resolver, error) {
+	d := doorOptions[H](o)
+	return New(Options{Trusted: d.TrustedProxies, Field: Field(d.Header), Bits4: d.IPv4Bits, Bits6: d.IPv6Bits, TrustUnix: d.TrustUnixSocket})
+}
+
+// doorOptions is the underlying struct of a door's IPOptions.
+type doorOptions[H ~uint8] struct {
+	TrustedProxies  []netip.Prefix
+	Header          H
+	IPv6Bits        int
+	IPv4Bits        int
+	TrustUnixSocket bool
 }
 
 // A Resolver finds the client of a request from its peer and the
@@ -33,7 +109,7 @@ type Options struct {
 type Resolver struct {
 	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	unixTrusted  bool
-	forwarded    bool
+	field        Field
 	bits4, bits6 int
 }
 
@@ -41,7 +117,10 @@ type Resolver struct {
 // invalid option, without a package prefix: the door wraps it in its own
 // sentinel.
 func New(o Options) (*Resolver, error) {
-	r := &Resolver{bits4: o.Bits4, bits6: o.Bits6, unixTrusted: o.TrustUnix, forwarded: o.Forwarded}
+	if !o.Field.Valid() {
+		return nil, fmt.Errorf("unknown proxy header %v", o.Field)
+	}
+	r := &Resolver{bits4: o.Bits4, bits6: o.Bits6, unixTrusted: o.TrustUnix, field: o.Field}
 	if r.bits4 == 0 {
 		r.bits4 = 32
 	}
@@ -86,6 +165,18 @@ func (r *Resolver) isTrusted(a netip.Addr) bool {
 	return false
 }
 
+// Key returns the key of a request whose peer is peer (normalized; the
+// unspecified address for a unix-socket peer, unix) and whose forwarding
+// field has the lines that lines returns: it is called only if the peer is
+// trusted, so that a door reads the field of no other request (and gRPC
+// copies no metadata for it). Key allocates nothing but what lines does.
+func (r *Resolver) Key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
+	if !r.Trusts(peer, unix) {
+		return Mask(peer, r.bits4, r.bits6)
+	}
+	return r.Client(peer, true, lines())
+}
+
 // Client returns the key of a request whose peer is peer (the unspecified
 // address for a unix-socket peer) and whose forwarding lines are lines:
 // the client, masked to its prefix. lines is read only if the peer is
@@ -99,16 +190,20 @@ func (r *Resolver) Client(peer netip.Addr, trusted bool, lines []string) netip.P
 }
 
 // walk returns the client address that the lines, forwarded to us by the
-// trusted peer, name: the rightmost untrusted entry. Requires that peer is
-// trusted.
+// trusted peer, name: the rightmost untrusted entry of a list, or the one
+// address of X-Real-IP. Requires that peer is trusted.
 func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
+	if r.field == XRealIP {
+		return realIP(lines, peer)
+	}
+	forwarded := r.field == Forwarded
 	last := peer // the nearest hop we can vouch for
 	for i := len(lines) - 1; i >= 0; i-- {
 		s := lines[i]
 		for s != "" {
 			var entry string
 			var ok bool
-			if r.forwarded {
+			if forwarded {
 				s, entry, ok = cutLast(s, ',')
 			} else {
 				s, entry, ok = cutLastPlain(s, ',')
@@ -116,12 +211,12 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 			if !ok {
 				return last
 			}
-			entry = TrimOWS(entry)
+			entry = httpsyntax.TrimOWS(entry)
 			if entry == "" {
 				continue // empty list elements are allowed (RFC 9110, 5.6.1)
 			}
 			var a netip.Addr
-			if r.forwarded {
+			if forwarded {
 				a, ok = forwardedFor(entry)
 			} else {
 				a, ok = parseXFFEntry(entry)
@@ -136,6 +231,22 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 		}
 	}
 	return last
+}
+
+// realIP returns the address of an X-Real-IP field, forwarded to us by the
+// trusted peer: one line holding one address, in any form an
+// X-Forwarded-For entry takes. It is the client even if it is a trusted
+// address (as the leftmost entry of a list of trusted ones is). Anything
+// else (no line, two lines, a list, garbage) is not an address the proxy
+// set: the key is then the peer, the hop we can vouch for.
+func realIP(lines []string, peer netip.Addr) netip.Addr {
+	if len(lines) != 1 {
+		return peer
+	}
+	if a, ok := parseXFFEntry(httpsyntax.TrimOWS(lines[0])); ok {
+		return a
+	}
+	return peer
 }
 
 // ParsePeer parses a peer address ("ip:port", "[ip6]:port" or a bare
@@ -170,24 +281,84 @@ func Mask(a netip.Addr, bits4, bits6 int) netip.Prefix {
 	return p
 }
 
-// parseXFFEntry parses one X-Forwarded-For entry: an address, optionally
-// with a port ("192.0.2.1:4711", "[2001:db8::1]:4711") as some proxies write.
+// parseXFFEntry parses one X-Forwarded-For entry: an address in any form
+// splitAddr takes, with a port of 0 to 65535 if it has one
+// ("192.0.2.1:4711", "[2001:db8::1]:4711") as some proxies write it.
 func parseXFFEntry(s string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(s); err == nil {
-		return Normalize(a), true
-	}
-	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
-		// "[2001:db8::1]": a bracketed IPv6 address without a port, as some
-		// proxies write it. Unambiguous, so accepted.
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil && a.Is6() && a.Zone() == "" {
-			return Normalize(a), true
-		}
+	a, port, ok := splitAddr(s)
+	if !ok || port != "" && !validPort(port) {
 		return netip.Addr{}, false
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return Normalize(ap.Addr()), true
+	return a, true
+}
+
+// validPort checks a ":" port: decimal digits, 0 to 65535, as
+// netip.ParseAddrPort takes it (strconv.ParseUint, which allocates its
+// error).
+func validPort(p string) bool {
+	if len(p) < 2 || p[0] != ':' {
+		return false
 	}
-	return netip.Addr{}, false
+	v := 0
+	for i := 1; i < len(p); i++ {
+		c := p[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		if v = v*10 + int(c-'0'); v > 65535 {
+			return false
+		}
+	}
+	return true
+}
+
+// splitAddr splits an address, as a proxy writes it into a forwarding
+// field, into the address and the port that follows it (empty, or ":" and
+// the rest, which the caller checks by its field's grammar). It takes IPv4
+// or IPv6 alone ("192.0.2.1", "2001:db8::1"), IPv4 with a port
+// ("192.0.2.1:80"), and IPv6 in brackets with or without a port
+// ("[2001:db8::1]", "[2001:db8::1]:80"): a bracketed address without a
+// port is unambiguous, and some proxies write it. The address is
+// normalized (IPv4-mapped addresses unmapped, zones dropped), but a zone
+// in brackets without a port ("[fe80::1%eth0]") is malformed.
+//
+// The form is told by the first byte and the colons before anything is
+// parsed (an IPv6 address has two colons at least, IPv4 and a port one),
+// so that no valid form is parsed twice: a failed netip.ParseAddr
+// allocates its error.
+func splitAddr(s string) (a netip.Addr, port string, ok bool) {
+	if strings.HasPrefix(s, "[") {
+		host := s
+		if !strings.HasSuffix(s, "]") {
+			// A port follows the last colon, as netip.ParseAddrPort reads
+			// it: a zone may hold a "]".
+			i := strings.LastIndexByte(s, ':')
+			if i < 0 {
+				return netip.Addr{}, "", false
+			}
+			host, port = s[:i], s[i:]
+		}
+		if len(host) < 2 || host[len(host)-1] != ']' {
+			return netip.Addr{}, "", false
+		}
+		a, err := netip.ParseAddr(host[1 : len(host)-1])
+		if err != nil || !a.Is6() || port == "" && a.Zone() != "" {
+			return netip.Addr{}, "", false
+		}
+		return Normalize(a), port, true
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		a, err := netip.ParseAddr(s[:i])
+		if err != nil || !a.Is4() {
+			return netip.Addr{}, "", false
+		}
+		return a, s[i:], true
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, "", false
+	}
+	return Normalize(a), "", true
 }
 
 // cutLastPlain splits s at its last sep: s = rest + sep + elem. No quoting.
@@ -250,12 +421,12 @@ func forwardedFor(elem string) (netip.Addr, bool) {
 		if !ok {
 			return netip.Addr{}, false
 		}
-		pair = TrimOWS(pair)
+		pair = httpsyntax.TrimOWS(pair)
 		if pair == "" {
 			continue
 		}
 		name, value, ok := strings.Cut(pair, "=")
-		if !ok || !IsToken(name) {
+		if !ok || !httpsyntax.IsToken(name) {
 			return netip.Addr{}, false
 		}
 		if !strings.EqualFold(name, "for") {
@@ -293,36 +464,18 @@ func unquote(v string) (string, bool) {
 		v = v[1 : len(v)-1]
 		return v, !strings.ContainsAny(v, "\\\"")
 	}
-	return v, IsToken(v)
+	return v, httpsyntax.IsToken(v)
 }
 
-// parseNode parses an RFC 7239 node: IPv4 [":" port] or "[" IPv6 "]" [":" port].
-// "unknown" and obfuscated identifiers ("_hidden") are not addresses.
+// parseNode parses an RFC 7239 node, unquoted: an address in any form an
+// X-Forwarded-For entry takes (splitAddr), and its node-port if it has
+// one. "unknown" and obfuscated identifiers ("_hidden") are not addresses.
 func parseNode(n string) (netip.Addr, bool) {
-	host, port := n, ""
-	if strings.HasPrefix(n, "[") {
-		end := strings.IndexByte(n, ']')
-		if end < 0 {
-			return netip.Addr{}, false
-		}
-		host, port = n[1:end], n[end+1:]
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() || a.Zone() != "" {
-			return netip.Addr{}, false
-		}
-		return Normalize(a), validNodePort(port)
-	}
-	if a, err := netip.ParseAddr(n); err == nil && a.Is6() && a.Zone() == "" {
-		return Normalize(a), true // "2001:db8::1" quoted but not bracketed: one address, no port
-	}
-	if i := strings.IndexByte(n, ':'); i >= 0 {
-		host, port = n[:i], n[i:]
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil || !a.Is4() {
+	a, port, ok := splitAddr(n)
+	if !ok || !validNodePort(port) {
 		return netip.Addr{}, false
 	}
-	return a, validNodePort(port)
+	return a, true
 }
 
 // validNodePort checks an optional ":" node-port: 1 to 5 digits, or an
@@ -358,22 +511,3 @@ func validNodePort(p string) bool {
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
-
-// IsToken reports whether s is an RFC 9110 token.
-func IsToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if isAlnum(c) {
-			continue
-		}
-		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
-func TrimOWS(s string) string { return strings.Trim(s, " \t") }

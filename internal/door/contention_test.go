@@ -20,7 +20,7 @@ func TestStackContention(t *testing.T) {
 		t.Run(stacktest.Name(p), func(t *testing.T) {
 			gen := stacktest.Keyed[string](t, p[0].Generous)
 			strict := stacktest.Keyed[string](t, p[1].Strict)
-			s := stackOf(t, NewPolicy[string]("generous", gen), NewPolicy[string]("strict", strict))
+			s := stackOf(t, newPolicy[string]("generous", gen, ""), newPolicy[string]("strict", strict, ""))
 			served := stacktest.Hammer(workers, calls, func(int, int) bool {
 				var out [2]Outcome
 				res, _ := s.Decide(ctx, "k", 1, out[:], nil)

@@ -1,8 +1,12 @@
 // Package door is what the doors (httplimit, grpclimit) share: a request
-// checked against a stack of policies at once, each an
+// checked against a stack of policies at once, each a named
 // atomiclimit.KeyedLimiter, all or nothing. It knows nothing of HTTP or
 // gRPC: a door keys the request, asks Decide, and turns the outcomes into
-// its own headers, statuses and hook events.
+// its own headers, statuses and hook events, with what this package gives
+// every door alike: the policies, validated and kept in a Set (for
+// eviction reports), each with the RateLimit field values of its quotas;
+// the stacks a door builds of them; the field values of a request's
+// outcomes; and the hook events of a decision.
 package door
 
 import (
@@ -14,6 +18,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
 // ErrStack is wrapped by NewStack's errors; a door wraps it in its own
@@ -23,17 +28,28 @@ var ErrStack = errors.New("invalid policy stack")
 // MaxPolicies is the most policies one request is checked against.
 const MaxPolicies = 8
 
-// A Policy is a named limit.
+// A Policy is a named limit, and the RateLimit field values of each quota
+// its keys are seen under. A door makes its policies with a Set.
 type Policy[K comparable] struct {
 	Name    string
 	Names   []string // {Name}: a verdict's Violated for this policy alone, not built per denial
 	Limiter atomiclimit.KeyedLimiter[K]
+	fields  ratefields.Cache
+	evicted uint64 // evictions reported so far; guarded by its Set's mu
 }
 
-// NewPolicy returns the policy name enforced by lim.
-func NewPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K]) *Policy[K] {
-	return &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
+// newPolicy returns the policy name enforced by lim; unit, if not empty, is
+// the qu parameter of its RateLimit-Policy items.
+func newPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K], unit string) *Policy[K] {
+	p := &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
+	p.fields.Init(name, unit)
+	return p
 }
+
+// Fields returns the field values of key's quota (atomiclimit.Quota), built
+// once per quota: a key on another tier, or a rule changed by SetRule, has
+// its own.
+func (p *Policy[K]) Fields(key K) *ratefields.Fields { return p.fields.For(p.Limiter.Quota(key)) }
 
 // A Stack is the policies one request is checked against. A request is
 // admitted only if every policy admits it. The policies take the request in
@@ -50,6 +66,9 @@ func NewPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K]) *Poli
 type Stack[K comparable] struct {
 	Policies []*Policy[K] // in the configured order
 	order    []int        // the order they are asked in: the ones that can give back first
+	// joined is the RateLimit-Policy value of the fields last used: the
+	// items of every policy, built once per combination of quotas.
+	joined joined
 }
 
 // NewStack returns the stack of pols, in that order.
@@ -77,6 +96,16 @@ func NewStack[K comparable](pols []*Policy[K]) (*Stack[K], error) {
 	}
 	s.order = append(s.order, last...)
 	return s, nil
+}
+
+// With returns the stack of s's policies and then extra: a door's policies
+// for every request, and a route's or a method's own. s may be nil, for a
+// door with no policy for every request.
+func (s *Stack[K]) With(extra *Policy[K]) (*Stack[K], error) {
+	if s == nil {
+		return NewStack([]*Policy[K]{extra})
+	}
+	return NewStack(append(s.Policies, extra)) // a copy: s.Policies is clipped
 }
 
 // An Outcome is what one policy made of a request.
@@ -140,10 +169,11 @@ const (
 )
 
 // FillHook returns a copy of h whose nil fields do nothing, so that a door
-// calls every field without a check; nil for a nil h.
-func FillHook(h *atomiclimit.Hook) *atomiclimit.Hook {
+// calls every field without a check, and its Error field as the ErrorSink
+// of the door's limiters; nil and nil for a nil h.
+func FillHook(h *atomiclimit.Hook) (*atomiclimit.Hook, ErrorSink) {
 	if h == nil {
-		return nil
+		return nil, nil
 	}
 	f := *h
 	if f.Allowed == nil {
@@ -161,7 +191,7 @@ func FillHook(h *atomiclimit.Hook) *atomiclimit.Hook {
 	if f.Error == nil {
 		f.Error = func(string, error) {}
 	}
-	return &f
+	return &f, f.Error
 }
 
 // An ErrorSink receives the error of a policy's limiter: a door's
@@ -309,6 +339,30 @@ func (s *Stack[K]) Denied(out []Outcome) Denial {
 		}
 	}
 	return d
+}
+
+// Report passes to h (nil: none) the events of a request Decide decided:
+// for Pass an Allowed event for each policy that admitted it (not one that
+// failed open), for Deny a Denied event, with its wait, for each policy
+// that violated it (none for the policies that gave their admission back);
+// nothing for any other result. Without a hook it costs a request one
+// inlined comparison.
+func (s *Stack[K]) Report(h *atomiclimit.Hook, res Result, out []Outcome, n int) {
+	if h != nil && (res == Pass || res == Deny) {
+		s.report(h, res, out, n)
+	}
+}
+
+// report is Report's loop, out of line so that Report inlines.
+func (s *Stack[K]) report(h *atomiclimit.Hook, res Result, out []Outcome, n int) {
+	for j, p := range s.Policies {
+		switch o := &out[j]; {
+		case res == Pass && o.Kind == Admitted:
+			h.Allowed(p.Name, n)
+		case res == Deny && o.Kind == Violated:
+			h.Denied(p.Name, n, o.D.RetryAfter)
+		}
+	}
 }
 
 // longer reports whether wait a is longer than b, Never the longest.

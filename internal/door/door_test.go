@@ -63,7 +63,7 @@ func TestDecide(t *testing.T) {
 	a := keyed(t, c, atomiclimit.GCRA(gcra.Per(2, time.Minute), 2))
 	b := keyed(t, c, atomiclimit.FixedWindow(1, time.Minute))
 	z := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 1))
-	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("b", b), NewPolicy[string]("z", z))
+	s := stackOf(t, newPolicy[string]("a", a, ""), newPolicy[string]("b", b, ""), newPolicy[string]("z", z, ""))
 
 	out := make([]Outcome, 3)
 	if res, _ := s.Decide(ctx, "k", 1, out, nil); res != Pass || out[0].Kind != Admitted || out[2].Kind != Admitted {
@@ -95,7 +95,7 @@ func TestDecide(t *testing.T) {
 	// Outages.
 	var got errs
 	closed := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.Per(9, time.Minute), 9))}
-	s2 := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", closed))
+	s2 := stackOf(t, newPolicy[string]("a", a, ""), newPolicy[string]("remote", closed, ""))
 	before := stacktest.Peek(a, "u", 0)
 	out = make([]Outcome, 2)
 	if res, at := s2.Decide(ctx, "u", 1, out, got.Error); res != Unavailable || at != 1 || out[1].Kind != Unknown || out[0].Kind != Refunded {
@@ -125,7 +125,7 @@ func TestNewStack(t *testing.T) {
 	c := &clock{t: time.Unix(1e9, 0)}
 	log := keyed(t, c, atomiclimit.SlidingLog(1, time.Minute))
 	g := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 1))
-	s := stackOf(t, NewPolicy[string]("log", log), NewPolicy[string]("g", g))
+	s := stackOf(t, newPolicy[string]("log", log, ""), newPolicy[string]("g", g, ""))
 	out := make([]Outcome, 2)
 	s.Decide(context.Background(), "k", 1, out, nil)
 	out = make([]Outcome, 2)
@@ -134,8 +134,8 @@ func TestNewStack(t *testing.T) {
 	}
 	bad := [][]*Policy[string]{
 		nil,
-		{NewPolicy[string]("a", log), NewPolicy[string]("b", keyed(t, c, atomiclimit.SlidingLog(1, time.Minute)))},
-		{NewPolicy[string]("a", g), NewPolicy[string]("a", g)},
+		{newPolicy[string]("a", log, ""), newPolicy[string]("b", keyed(t, c, atomiclimit.SlidingLog(1, time.Minute)), "")},
+		{newPolicy[string]("a", g, ""), newPolicy[string]("a", g, "")},
 		make([]*Policy[string], MaxPolicies+1),
 	}
 	for i, pols := range bad {
@@ -158,7 +158,7 @@ func TestDecideDeadlinePassed(t *testing.T) {
 	c := &clock{t: time.Unix(1e9, 0)}
 	a := keyed(t, c, atomiclimit.GCRA(gcra.Per(2, time.Minute), 2))
 	remote := &failing{Keyed: keyed(t, c, atomiclimit.GCRA(gcra.Per(9, time.Minute), 9))}
-	s := stackOf(t, NewPolicy[string]("a", a), NewPolicy[string]("remote", remote))
+	s := stackOf(t, newPolicy[string]("a", a, ""), newPolicy[string]("remote", remote, ""))
 	var got errs
 	out := make([]Outcome, 2)
 	before := stacktest.Peek(a, "k", 0)

@@ -1,9 +1,11 @@
-// Package ratefields formats the RateLimit and RateLimit-Policy fields of
-// draft-ietf-httpapi-ratelimit-headers as Structured Fields (RFC 9651)
-// Lists, one Item per policy, for every door: httplimit writes them as
-// HTTP headers, grpclimit as response metadata. It knows nothing of either
-// protocol. The semantics (the q/w mapping, r, t, rounding) are documented
-// in httplimit's package doc, "Headers".
+// Package ratefields formats the items of the RateLimit and
+// RateLimit-Policy fields of draft-ietf-httpapi-ratelimit-headers as
+// Structured Fields (RFC 9651), one Item per policy and quota, for every
+// door: httplimit writes them as HTTP headers, grpclimit as response
+// metadata. It knows nothing of either protocol, nor of a stack of
+// policies (package door joins a stack's items into a List). The semantics
+// (the q/w mapping, r, t, rounding) are documented in httplimit's package
+// doc, "Headers".
 package ratefields
 
 import (
@@ -17,7 +19,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
 // tableMax bounds the precomputed RateLimit values: an item with
@@ -125,128 +126,31 @@ func RetryAfter(d gcra.Decision) int64 {
 	return max(s, 1) // a denial always waits: at least one second
 }
 
-// Count returns how many of the policies (fs, parallel to out) are limited
-// and so have a RateLimit-Policy item, how many of those have a RateLimit
-// item (an outcome that describes a state), and the one with the fewest
-// remaining (least, -1 if none, and its r). A nil Fields is skipped.
-func Count(out []door.Outcome, fs []*Fields, n int) (policies, items, least, leastR int) {
-	least = -1
-	for j, f := range fs {
-		if f == nil || !f.Limited {
-			continue
-		}
-		policies++
-		if r, ok := out[j].Remaining(n, f.Quota.Limit); ok {
-			items++
-			if least < 0 || r < leastR {
-				least, leastR = j, r
-			}
-		}
+// Item returns the RateLimit item `"name";r=R` built in advance, for
+// 1 ≤ r ≤ 128 (a quota's most common values), and false for any other r.
+func (f *Fields) Item(r int) (string, bool) {
+	if r >= 1 && r < len(f.table) {
+		return f.table[r], true
 	}
-	return policies, items, least, leastR
+	return "", false
 }
 
-// RateLimitValue is the RateLimit value: an item `"name";r=R[;t=T][;pk=:…:]`
-// per policy with a state to describe, in the configured order (items as
-// Count returns it). t, the draft's time until more quota is available, is
-// sent when r = 0: it is ⌈TokenAfter⌉, the time until one unit is. With
-// r ≥ 1 there is quota now, and t is left out (it is optional). The common
-// admission, one item with 1 ≤ r ≤ 128 and no pk, allocates nothing.
-func RateLimitValue(out []door.Outcome, fs []*Fields, n, items int, pk []byte) string {
-	if items == 1 && pk == nil {
-		for j, f := range fs {
-			if f == nil || !f.Limited {
-				continue
-			}
-			if r, ok := out[j].Remaining(n, f.Quota.Limit); ok && r >= 1 && r < len(f.table) {
-				return f.table[r] // the common admission: no allocation
-			}
-		}
-	}
-	var buf [256]byte
-	b := buf[:0]
-	for j, f := range fs {
-		if f == nil || !f.Limited {
-			continue
-		}
-		o := &out[j]
-		r, ok := o.Remaining(n, f.Quota.Limit)
-		if !ok {
-			continue
-		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, f.item...)
-		b = strconv.AppendInt(b, int64(sfInt(uint64(r))), 10)
-		if r == 0 && o.D.TokenAfter > 0 && o.D.TokenAfter != gcra.Never {
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, CeilSeconds(o.D.TokenAfter), 10)
-		}
-		if pk != nil {
-			b = AppendPK(b, pk)
-		}
-	}
-	return string(b)
-}
-
-// A Joined keeps the RateLimit-Policy value of the fields last used by a
-// stack of policies: the items of every policy, built once per combination
-// of quotas. Its zero value is ready to use; it is safe for concurrent use.
-type Joined struct {
-	last atomic.Pointer[joinedPolicy]
-}
-
-type joinedPolicy struct {
-	fs    [door.MaxPolicies]*Fields
-	value string
-}
-
-// PolicyValue is the RateLimit-Policy value: every limited policy's item,
-// in the configured order (policies as Count returns it). Without pk it is
-// built once per combination of quotas and kept.
-func (jn *Joined) PolicyValue(fs []*Fields, policies int, pk []byte) string {
-	if pk == nil {
-		if policies == 1 {
-			for _, f := range fs {
-				if f != nil && f.Limited {
-					return f.Policy
-				}
-			}
-		}
-		if jp := jn.last.Load(); jp != nil && jp.matches(fs) {
-			return jp.value
-		}
-	}
-	var b []byte
-	for _, f := range fs {
-		if f == nil || !f.Limited {
-			continue
-		}
-		if len(b) > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, f.Policy...)
-		if pk != nil {
-			b = AppendPK(b, pk)
-		}
+// AppendItem appends the RateLimit item `"name";r=R[;t=T][;pk=:…:]`. t,
+// the draft's time until more quota is available, is sent when r = 0: it is
+// ⌈tokenAfter⌉, the time until one unit is (none when tokenAfter is 0 or
+// gcra.Never). With r ≥ 1 there is quota now, and t is left out (it is
+// optional). pk, if not nil, is the partition key.
+func (f *Fields) AppendItem(b []byte, r int, tokenAfter time.Duration, pk []byte) []byte {
+	b = append(b, f.item...)
+	b = strconv.AppendInt(b, int64(sfInt(uint64(max(r, 0)))), 10)
+	if r == 0 && tokenAfter > 0 && tokenAfter != gcra.Never {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, CeilSeconds(tokenAfter), 10)
 	}
 	if pk != nil {
-		return string(b)
+		b = AppendPK(b, pk)
 	}
-	jp := &joinedPolicy{value: string(b)}
-	copy(jp.fs[:], fs)
-	jn.last.Store(jp)
-	return jp.value
-}
-
-func (jp *joinedPolicy) matches(fs []*Fields) bool {
-	for j, f := range fs {
-		if jp.fs[j] != f {
-			return false
-		}
-	}
-	return true
+	return b
 }
 
 // AppendPK appends the pk parameter, an sf-binary (RFC 9651, 3.3.5).

@@ -2,12 +2,12 @@ package ratefields
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
 func TestAdvertise(t *testing.T) {
@@ -49,37 +49,42 @@ func TestRetryAfterAndCeil(t *testing.T) {
 	}
 }
 
-// The fields of two policies, one admitted with a precomputed r and one at
-// r = 0 with its t; the lone common admission allocates nothing.
-func TestValues(t *testing.T) {
-	a := NewFields(atomiclimit.Quota{Limit: 10, Window: 10 * time.Second}, "a", "")
-	b := NewFields(atomiclimit.Quota{Limit: 2, Window: time.Minute}, `b"q`, "requests")
-	out := []door.Outcome{
-		{Kind: door.Admitted, D: gcra.Decision{Allowed: true, Remaining: 7}},
-		{Kind: door.Violated, D: gcra.Decision{RetryAfter: 1500 * time.Millisecond, TokenAfter: 1500 * time.Millisecond}},
+// A quota's RateLimit items: built in advance for 1 ≤ r ≤ 128, appended
+// otherwise, with t at r = 0 and pk when given.
+func TestItems(t *testing.T) {
+	a := NewFields(atomiclimit.Quota{Limit: 200, Window: 10 * time.Second}, `a"q`, "")
+	for _, tc := range []struct {
+		r  int
+		ok bool
+	}{{0, false}, {1, true}, {128, true}, {129, false}} {
+		v, ok := a.Item(tc.r)
+		if ok != tc.ok || ok && v != `"a\"q";r=`+strconv.Itoa(tc.r) {
+			t.Errorf("Item(%d) = %q, %v", tc.r, v, ok)
+		}
 	}
-	fs := []*Fields{a, b}
-	policies, items, least, leastR := Count(out, fs, 1)
-	if policies != 2 || items != 2 || least != 1 || leastR != 0 {
-		t.Fatalf("Count = %d %d %d %d", policies, items, least, leastR)
+	for _, tc := range []struct {
+		r     int
+		token time.Duration
+		pk    []byte
+		want  string
+	}{
+		{7, 0, nil, `"a\"q";r=7`},
+		{0, 1500 * time.Millisecond, nil, `"a\"q";r=0;t=2`},
+		{0, 0, nil, `"a\"q";r=0`},
+		{0, gcra.Never, nil, `"a\"q";r=0`},
+		{3, time.Second, []byte{1, 2}, `"a\"q";r=3;pk=:AQI=:`},
+	} {
+		if got := string(a.AppendItem([]byte("x"), tc.r, tc.token, tc.pk)); got != "x"+tc.want {
+			t.Errorf("AppendItem(%d, %v, %v) = %s, want x%s", tc.r, tc.token, tc.pk, got, tc.want)
+		}
 	}
-	if got, want := RateLimitValue(out, fs, 1, items, nil), `"a";r=7, "b\"q";r=0;t=2`; got != want {
-		t.Errorf("RateLimit = %s, want %s", got, want)
+	b := NewFields(atomiclimit.Quota{Limit: 2, Window: time.Minute}, "b", "requests")
+	if b.Policy != `"b";q=2;w=60;qu="requests"` || b.Limit != "2" {
+		t.Errorf("policy item %s, limit %s", b.Policy, b.Limit)
 	}
-	var jn Joined
-	want := `"a";q=10;w=10, "b\"q";q=2;w=60;qu="requests"`
-	if got := jn.PolicyValue(fs, policies, nil); got != want {
-		t.Errorf("RateLimit-Policy = %s, want %s", got, want)
-	}
-	if n := testing.AllocsPerRun(100, func() { jn.PolicyValue(fs, policies, nil) }); n != 0 {
-		t.Errorf("a kept RateLimit-Policy: %v allocs", n)
-	}
-	if got := RateLimitValue(out, fs, 1, items, []byte{1, 2}); got != `"a";r=7;pk=:AQI=:, "b\"q";r=0;t=2;pk=:AQI=:` {
-		t.Errorf("with pk: %s", got)
-	}
-	one, ofs := out[:1], fs[:1]
-	if n := testing.AllocsPerRun(100, func() { RateLimitValue(one, ofs, 1, 1, nil) }); n != 0 {
-		t.Errorf("the common admission: %v allocs, want 0", n)
+	buf := make([]byte, 0, 64)
+	if n := testing.AllocsPerRun(100, func() { a.AppendItem(buf, 0, time.Second, nil) }); n != 0 {
+		t.Errorf("AppendItem: %v allocs, want 0", n)
 	}
 	if !ValidString("ok \"name\"") || ValidString("é") || ValidString("a\nb") {
 		t.Error("ValidString")

@@ -1,8 +1,0 @@
-package httplimit
-
-import "github.com/atomiclimit/atomiclimit"
-
-// statser is implemented by *atomiclimit.Keyed.
-type statser interface {
-	Stats() atomiclimit.Stats
-}
