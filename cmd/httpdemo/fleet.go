@@ -21,7 +21,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/httplimit"
-	"github.com/atomiclimit/atomiclimit/redisgcra"
+	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
 // Story (c): a hard limit that a fleet shares. Three server processes (this
@@ -62,8 +62,8 @@ func serveFleet(args []string) error {
 	// Fail fast, and let the outage policy (FailClosed: 503) answer.
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
-	lim, err := redisgcra.New(rdb, fleetLimit, fleetBurst,
-		redisgcra.WithKeyPrefix(*prefix), redisgcra.WithTimeout(time.Second)) // FailClosed: a hard limit
+	lim, err := redislimit.New(rdb, fleetLimit, fleetBurst,
+		redislimit.WithKeyPrefix(*prefix), redislimit.WithTimeout(time.Second)) // FailClosed: a hard limit
 	if err != nil {
 		return err
 	}
