@@ -51,11 +51,11 @@ func BenchmarkRedisRule(b *testing.B) {
 						b.Fatal(err)
 					}
 					d := func(key string) bool {
-						res := l.Decide(ctx, key, 1)
-						if res.Err != nil {
-							panic(res.Err)
+						d, _, err := l.Take(ctx, key, 1)
+						if err != nil {
+							panic(err)
 						}
-						return res.Allowed
+						return d.Allowed
 					}
 					keys := benchKeyNames("")
 					for _, k := range keys { // load the script, create and drain the keys

@@ -70,11 +70,11 @@ func BenchmarkRedis(b *testing.B) {
 				b.Fatal(err)
 			}
 			return func(ctx context.Context, key string) bool {
-				r := l.Decide(ctx, key, 1)
-				if r.Err != nil {
-					panic(r.Err)
+				d, _, err := l.Take(ctx, key, 1)
+				if err != nil {
+					panic(err)
 				}
-				return r.Allowed
+				return d.Allowed
 			}
 		}},
 		{"redis_rate", func(b *testing.B, path string) decider {
@@ -201,7 +201,7 @@ func (h *histogram) quantile(q float64) time.Duration {
 // BenchmarkDenyLocal: the over-limit cache answering a denial, against the
 // in-process atomicbucket limiters denying, over 1000 drained keys (one for
 // the single-key Limiter), from GOMAXPROCS goroutines. op=decide returns
-// the whole decision, op=allow only the boolean.
+// the whole decision (Take), op=allow only the boolean (Allow).
 func BenchmarkDenyLocal(b *testing.B) {
 	ctx := context.Background()
 	keys := benchKeyNames("deny:")
@@ -220,14 +220,14 @@ func BenchmarkDenyLocal(b *testing.B) {
 			}
 			for _, k := range keys {
 				l.Allow(ctx, k)
-				if r := l.Decide(ctx, k, 1); r.Allowed || r.Err != nil {
+				if r := l.TakeResult(ctx, k, 1); r.Allowed || r.Err != nil {
 					b.Fatal("not drained", r.Err)
 				}
-				if l.Decide(ctx, k, 1).Source != redislimit.SourceCache {
+				if l.TakeResult(ctx, k, 1).Source != redislimit.SourceCache {
 					b.Fatal("not cached")
 				}
 			}
-			return func(i int) bool { return l.Decide(ctx, keys[i%benchKeys], 1).Allowed },
+			return func(i int) bool { return allowN(l, ctx, keys[i%benchKeys], 1) },
 				func(i int) bool { return l.Allow(ctx, keys[i%benchKeys]) }
 		}},
 		{"atomicbucket-keyed", func(b *testing.B) (func(int) bool, func(int) bool) {

@@ -37,7 +37,7 @@ func newBreakerLimiter(t *testing.T, srv redis.Scripter, opts ...redislimit.Opti
 }
 
 // TestBreaker: closed, open after 3 outages in a row, skipping Redis for
-// the window (every call: Decide, Take, Check, Refund, Reset), one probe,
+// the window (every call: Allow, Take, Peek, Refund, Reset), one probe,
 // open again after a failed probe, closed after an answer.
 func TestBreaker(t *testing.T) {
 	ctx := context.Background()
@@ -45,7 +45,7 @@ func TestBreaker(t *testing.T) {
 	l, clock := newBreakerLimiter(t, srv)
 
 	for i := range 3 {
-		r := l.Decide(ctx, "k", 1)
+		r := l.AllowResult(ctx, "k")
 		require.ErrorIs(t, r.Err, redislimit.ErrUnavailable)
 		require.NotErrorIs(t, r.Err, redislimit.ErrCircuitOpen, "failure %d: closed", i)
 	}
@@ -53,7 +53,7 @@ func TestBreaker(t *testing.T) {
 	skipped := func(what string) {
 		t.Helper()
 		calls := srv.n.Load()
-		r := l.Decide(ctx, "k", 1)
+		r := l.AllowResult(ctx, "k")
 		assert.ErrorIs(t, r.Err, redislimit.ErrCircuitOpen, what)
 		assert.ErrorIs(t, r.Err, redislimit.ErrUnavailable, what)
 		assert.Equal(t, redislimit.SourceFailOpen, r.Source, "%s: the Outage policy decides", what)
@@ -73,7 +73,7 @@ func TestBreaker(t *testing.T) {
 
 	// The window has passed: one probe, which fails: open for another window.
 	clock.advance(1)
-	r := l.Decide(ctx, "k", 1)
+	r := l.AllowResult(ctx, "k")
 	assert.NotErrorIs(t, r.Err, redislimit.ErrCircuitOpen, "the probe went to Redis")
 	assert.EqualValues(t, 4, srv.n.Load())
 	skipped("reopened by the failed probe")
@@ -83,25 +83,25 @@ func TestBreaker(t *testing.T) {
 	// Redis is back: the probe's answer closes the breaker.
 	srv.err, srv.reply = nil, admitReply
 	clock.advance(1)
-	r = l.Decide(ctx, "k", 1)
+	r = l.AllowResult(ctx, "k")
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
 	assert.NoError(t, r.Err)
 	for range 5 {
-		assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "k", 1).Source, "closed")
+		assert.Equal(t, redislimit.SourceRedis, l.AllowResult(ctx, "k").Source, "closed")
 	}
 	assert.EqualValues(t, 10, srv.n.Load())
 
 	// An answer between outages starts the count again.
 	srv.err = errRefused
-	l.Decide(ctx, "k", 1)
-	l.Decide(ctx, "k", 1)
+	l.AllowResult(ctx, "k")
+	l.AllowResult(ctx, "k")
 	srv.err = nil
-	l.Decide(ctx, "k", 1)
+	l.AllowResult(ctx, "k")
 	srv.err = errRefused
-	l.Decide(ctx, "k", 1)
-	l.Decide(ctx, "k", 1)
-	assert.NotErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen, "2 + 3 outages, not 5 in a row")
-	assert.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen)
+	l.AllowResult(ctx, "k")
+	l.AllowResult(ctx, "k")
+	assert.NotErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen, "2 + 3 outages, not 5 in a row")
+	assert.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen)
 }
 
 // TestBreakerIgnoresRejections: rejections and corrupt states are answers:
@@ -111,26 +111,26 @@ func TestBreakerIgnoresRejections(t *testing.T) {
 	srv := &fakeServer{err: replyErr("READONLY You can't write against a read only replica.")}
 	l, clock := newBreakerLimiter(t, srv)
 	for range 10 {
-		r := l.Decide(ctx, "k", 1)
+		r := l.AllowResult(ctx, "k")
 		require.ErrorIs(t, r.Err, redislimit.ErrRejected)
 	}
 	// The script's reply after a repair: the empty bucket (debt B·T = 2h
 	// in µs), denied, nothing stored, what the key held.
 	srv.err, srv.reply = nil, []any{int64(2 * 7200e6), int64(0), "\"garbage\""}
 	for range 10 {
-		require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCorrupt)
+		require.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCorrupt)
 	}
 	assert.EqualValues(t, 20, srv.n.Load(), "every call went to Redis")
 
 	srv.err = errRefused
 	for range 3 {
-		l.Decide(ctx, "k", 1)
+		l.AllowResult(ctx, "k")
 	}
-	require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen)
+	require.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen)
 	clock.advance(time.Second)
 	srv.err = replyErr("NOPERM this user has no permissions to run the 'evalsha' command")
-	require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrRejected, "the probe")
-	require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrRejected, "closed by the rejected probe")
+	require.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrRejected, "the probe")
+	require.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrRejected, "closed by the rejected probe")
 }
 
 // TestBreakerOneProbe: while the probe is in flight, every other call
@@ -140,7 +140,7 @@ func TestBreakerOneProbe(t *testing.T) {
 	srv := &fakeServer{err: errRefused}
 	l, clock := newBreakerLimiter(t, srv)
 	for range 3 {
-		l.Decide(ctx, "k", 1)
+		l.AllowResult(ctx, "k")
 	}
 	release := make(chan struct{})
 	var first atomic.Bool
@@ -154,7 +154,7 @@ func TestBreakerOneProbe(t *testing.T) {
 	}
 	clock.advance(time.Second)
 	probe := make(chan redislimit.Result)
-	go func() { probe <- l.Decide(ctx, "k", 1) }()
+	go func() { probe <- l.AllowResult(ctx, "k") }()
 	waitFor(t, "the probe to reach the server", func() bool { return srv.n.Load() == 4 })
 
 	var wg sync.WaitGroup
@@ -165,7 +165,7 @@ func TestBreakerOneProbe(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if errors.Is(l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen) {
+				if errors.Is(l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen) {
 					mu.Lock()
 					skips++
 					mu.Unlock()
@@ -179,7 +179,7 @@ func TestBreakerOneProbe(t *testing.T) {
 	close(release)
 	r := <-probe
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
-	assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "k", 1).Source, "closed by the probe")
+	assert.Equal(t, redislimit.SourceRedis, l.AllowResult(ctx, "k").Source, "closed by the probe")
 }
 
 // TestBreakerProbeCallerGone: a probe whose caller gave up gives no
@@ -189,7 +189,7 @@ func TestBreakerProbeCallerGone(t *testing.T) {
 	srv := &fakeServer{err: errRefused}
 	l, clock := newBreakerLimiter(t, srv)
 	for range 3 {
-		l.Decide(ctx, "k", 1)
+		l.AllowResult(ctx, "k")
 	}
 	clock.advance(time.Second)
 	callerCtx, cancel := context.WithCancel(ctx)
@@ -197,14 +197,14 @@ func TestBreakerProbeCallerGone(t *testing.T) {
 		cancel() // the caller gives up while the probe is in flight
 		return nil, context.Canceled
 	}
-	r := l.Decide(callerCtx, "k", 1)
+	r := l.AllowResult(callerCtx, "k")
 	require.Equal(t, redislimit.SourceCaller, r.Source)
 	srv.next = nil
-	r = l.Decide(ctx, "k", 1)
+	r = l.AllowResult(ctx, "k")
 	assert.NotErrorIs(t, r.Err, redislimit.ErrCircuitOpen, "the next call probes")
 	assert.ErrorIs(t, r.Err, redislimit.ErrUnavailable)
 	assert.EqualValues(t, 5, srv.n.Load())
-	assert.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen, "and its failure reopens")
+	assert.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen, "and its failure reopens")
 }
 
 // TestBreakerConfig: invalid settings are rejected by New.
@@ -227,15 +227,15 @@ func TestBreakerBlackHole(t *testing.T) {
 	l, clock := newBreakerLimiter(t, cs, redislimit.WithTimeout(20*time.Millisecond))
 	ctx := context.Background()
 	for range 3 {
-		r := l.Decide(ctx, "k", 1)
+		r := l.AllowResult(ctx, "k")
 		require.ErrorIs(t, r.Err, context.DeadlineExceeded)
 		require.ErrorIs(t, r.Err, redislimit.ErrUnavailable)
 	}
 	for range 100 {
-		require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, redislimit.ErrCircuitOpen)
+		require.ErrorIs(t, l.AllowResult(ctx, "k").Err, redislimit.ErrCircuitOpen)
 	}
 	assert.Equal(t, 3, cs.count())
 	clock.advance(time.Second)
-	require.ErrorIs(t, l.Decide(ctx, "k", 1).Err, context.DeadlineExceeded, "the probe")
+	require.ErrorIs(t, l.AllowResult(ctx, "k").Err, context.DeadlineExceeded, "the probe")
 	assert.Equal(t, 4, cs.count())
 }

@@ -30,29 +30,29 @@ func TestOverLimitCache(t *testing.T) {
 	clock.advance(time.Hour) // any start
 	l.SetLocalClock(clock.now)
 
-	require.True(t, l.AllowN(ctx, "k", 2))
+	require.True(t, allowN(l, ctx, "k", 2))
 	assert.Zero(t, l.CacheLen(), "admissions are not cached")
-	r := l.Decide(ctx, "k", 1)
+	r := l.TakeResult(ctx, "k", 1)
 	require.Equal(t, redislimit.SourceRedis, r.Source)
 	require.False(t, r.Allowed)
 	assert.Equal(t, 1, l.CacheLen())
 	calls := cs.count()
 
 	// Now the cache answers, without a round trip, whatever its bound denies.
-	c := l.Decide(ctx, "k", 1)
+	c := l.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceCache, c.Source)
 	assert.NoError(t, c.Err)
 	assert.False(t, c.Allowed)
 	assert.LessOrEqual(t, c.RetryAfter, r.RetryAfter, "a cached retry-after is never longer than Redis's")
 	assert.Greater(t, c.RetryAfter, r.RetryAfter-time.Second)
 	assert.Equal(t, redislimit.SourceCache, l.PeekResult(ctx, "k", 2).Source)
-	assert.Equal(t, gcra.Never, l.Decide(ctx, "k", 3).RetryAfter)
+	assert.Equal(t, gcra.Never, decision(l, ctx, "k", 3).RetryAfter)
 	assert.False(t, l.Allow(ctx, "k"))
 	assert.Equal(t, calls, cs.count(), "cache hits make no call")
 
 	// The hit path allocates nothing.
 	allocs := testing.AllocsPerRun(1000, func() {
-		if l.Decide(ctx, "k", 1).Source != redislimit.SourceCache {
+		if l.TakeResult(ctx, "k", 1).Source != redislimit.SourceCache {
 			panic("not a cache hit")
 		}
 	})
@@ -68,15 +68,15 @@ func TestOverLimitCache(t *testing.T) {
 	// Once the cached retry-after has passed on the local clock, Redis is
 	// asked again (here it still denies: its clock has not moved an hour).
 	clock.advance(c.RetryAfter)
-	r = l.Decide(ctx, "k", 1)
+	r = l.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
 	assert.False(t, r.Allowed)
 	assert.Equal(t, calls+1, cs.count())
 	// That denial refreshed the bound: cached again.
-	assert.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source)
+	assert.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source)
 
 	// Other keys are unaffected.
-	assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "other", 1).Source)
+	assert.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "other", 1).Source)
 }
 
 // TestOverLimitCacheChangesNoDecision runs random traffic through a limiter
@@ -142,11 +142,11 @@ func TestOverLimitCacheBound(t *testing.T) {
 		require.False(t, l.Allow(ctx, k))
 	}
 	assert.Equal(t, 2, l.CacheLen(), "the third denial found no room")
-	assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "c", 1).Source)
+	assert.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "c", 1).Source)
 	// Two hours later (locally) the entries are stale; the next new denial
 	// sweeps them out and is cached.
 	clock.advance(2 * time.Hour)
-	require.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "c", 1).Source)
+	require.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "c", 1).Source)
 	assert.Equal(t, 1, l.CacheLen())
-	assert.Equal(t, redislimit.SourceCache, l.Decide(ctx, "c", 1).Source)
+	assert.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "c", 1).Source)
 }

@@ -52,14 +52,15 @@ func newPolicy(t *testing.T, name string) policy {
 // outcome is what one call returned, in either API's form.
 type outcome struct {
 	d       gcra.Decision
-	source  redislimit.Source // Result's; noSource for the contract's forms
+	source  redislimit.Source // the Hook's; noSource for the public verbs, which return none
 	err     error
 	receipt atomiclimit.Receipt
 	refund  bool // Refund's: d.Allowed is what it returned
 	take    bool // Take's: receipt is what it returned
 }
 
-// noSource stands for the Source that the contract's forms do not report.
+// noSource stands for the Source that the public verbs do not return (the
+// Hook hears it).
 const noSource = redislimit.Source(255)
 
 // callerOps are the calls that a caller's context can cut short, by name.
@@ -67,11 +68,15 @@ var callerOps = []struct {
 	name string
 	call func(ctx context.Context, l *redislimit.Limiter) outcome
 }{
-	{"Decide", func(ctx context.Context, l *redislimit.Limiter) outcome {
-		r := l.Decide(ctx, "k", 1)
+	{"Allow", func(ctx context.Context, l *redislimit.Limiter) outcome {
+		r := l.AllowResult(ctx, "k")
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
-	{"Peek", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Take-source", func(ctx context.Context, l *redislimit.Limiter) outcome {
+		r := l.TakeResult(ctx, "k", 1)
+		return outcome{d: r.Decision, source: r.Source, err: r.Err}
+	}},
+	{"Peek-source", func(ctx context.Context, l *redislimit.Limiter) outcome {
 		r := l.PeekResult(ctx, "k", 1)
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
@@ -79,7 +84,7 @@ var callerOps = []struct {
 		d, receipt, err := l.Take(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err, receipt: receipt, take: true}
 	}},
-	{"Check", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Peek", func(ctx context.Context, l *redislimit.Limiter) outcome {
 		d, err := l.Peek(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err}
 	}},
@@ -178,12 +183,12 @@ func TestCallerDeadlineIsNotOurs(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel()
-			r := l.Decide(ctx, "k", 1)
+			r := l.TakeResult(ctx, "k", 1)
 			checkCallerGone(t, p, outcome{d: r.Decision, source: r.Source, err: r.Err}, context.DeadlineExceeded)
 
 			l, err = redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithOutage(p.outage), redislimit.WithTimeout(20*time.Millisecond))
 			require.NoError(t, err)
-			r = l.Decide(context.Background(), "k", 1)
+			r = l.TakeResult(context.Background(), "k", 1)
 			checkOutage(t, p, outcome{d: r.Decision, source: r.Source, err: r.Err})
 			assert.ErrorIs(t, r.Err, context.DeadlineExceeded)
 		})

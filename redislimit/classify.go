@@ -10,8 +10,8 @@ import (
 )
 
 // The errors of a call that Redis did not decide normally fall in three
-// classes, each matched with errors.Is on Result.Err (and on the contract's
-// error):
+// classes, each matched with errors.Is on the error of Take, Peek, Refund
+// and Reset:
 //
 //   - an outage (ErrUnavailable): Redis did not answer, or answered that it
 //     cannot serve now. The Outage policy decides, and the breaker counts it.
@@ -23,8 +23,8 @@ import (
 //
 // A caller whose ctx ended is none of these (SourceCaller).
 var (
-	// ErrRejected is wrapped by Result.Err when Redis answered a call with
-	// an error that is not an outage: the configuration or the server's
+	// ErrRejected is wrapped by the error of a call that Redis answered
+	// with an error that is not an outage: the configuration or the server's
 	// role is wrong, and repeating the call would fail the same way.
 	// READONLY (a replica; also a demoted master during a failover, until
 	// the client reconnects), NOPERM (an ACL without EVALSHA, EVAL or the
@@ -40,11 +40,11 @@ var (
 	// not count rejections (Redis answered).
 	ErrRejected = errors.New("redislimit: redis rejected the call")
 
-	// ErrCorrupt is wrapped by Result.Err when the key held a value that is
-	// not a state of this limiter: not a string (WRONGTYPE: a list, a hash,
-	// …), not a decimal integer of µs below 2^53 ("garbage", "nan", "inf",
-	// "1e19", "0x10", "-5", ""), optionally followed by ":" and a give-back
-	// epoch of the same form, or a TAT (or an epoch) more than 2·B·T ahead
+	// ErrCorrupt is wrapped by the error of a call whose key held a value
+	// that is not a state of this limiter: not a string (WRONGTYPE: a list,
+	// a hash, …), not a decimal integer of µs below 2^53 ("garbage", "nan",
+	// "inf", "1e19", "0x10", "-5", ""), optionally followed by ":" and a
+	// give-back epoch of the same form, or a TAT (or an epoch) more than 2·B·T ahead
 	// of now, or a TAT more than B·T ahead with no expiry: either would deny
 	// for longer than any state this limiter writes (SET key <now + 1 year>
 	// EX <1 year> would lock the key out for a year). No decision stores a
@@ -53,10 +53,10 @@ var (
 	//
 	// The script repairs it in the same call: it stores the empty bucket,
 	// TAT = now + B·T, expiring as every state does (⌈B·T/1 ms⌉ + 1 ms),
-	// and decides on that: denied (n ≥ 1) with RetryAfter n·T, Source
-	// SourceRedis. The key is thus neither unlimited (the repair is the
+	// and decides on that: Redis's denial (n ≥ 1, SourceRedis) with
+	// RetryAfter n·T. The key is thus neither unlimited (the repair is the
 	// strictest state a key can be in) nor locked out for ever: it refills
-	// as any key does, and is full after B·T. Peek and Check repair too.
+	// as any key does, and is full after B·T. Peek repairs too.
 	// The error names the key and the value it held. NewRule's rules are
 	// repaired likewise, as every band's strictest state (see the package
 	// doc, "Every rule").

@@ -95,7 +95,7 @@ func TestClassification(t *testing.T) {
 		srv := &fakeServer{err: err}
 		l, e := redislimit.New(srv, gcra.Every(time.Hour), 2, redislimit.WithOutage(redislimit.FailOpen))
 		require.NoError(t, e)
-		r := l.Decide(ctx, "k", 1)
+		r := l.TakeResult(ctx, "k", 1)
 		assert.ErrorIs(t, r.Err, err, "the cause is wrapped")
 		if outage {
 			assert.Equal(t, redislimit.SourceFailOpen, r.Source)
@@ -143,7 +143,7 @@ func TestRejectedDecisions(t *testing.T) {
 		p := newPolicy(t, pname)
 		l, err := redislimit.New(srv, gcra.PerMinute(30), 2, redislimit.WithOutage(p.outage))
 		require.NoError(t, err)
-		r := l.Decide(ctx, "k", 1)
+		r := l.TakeResult(ctx, "k", 1)
 		assert.ErrorIs(t, r.Err, redislimit.ErrRejected)
 		switch pname {
 		case "fallback":
@@ -157,7 +157,7 @@ func TestRejectedDecisions(t *testing.T) {
 		default:
 			assert.Equal(t, redislimit.SourceFailClosed, r.Source, pname)
 			assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "%s: FailClosed's denial", pname)
-			assert.Equal(t, gcra.Never, l.Decide(ctx, "k", 3).RetryAfter, pname)
+			assert.Equal(t, gcra.Never, decision(l, ctx, "k", 3).RetryAfter, pname)
 		}
 	}
 }
@@ -198,7 +198,7 @@ func TestReadOnlyReplica(t *testing.T) {
 				redislimit.WithOutage(p.outage), redislimit.WithBreaker(1, time.Hour), redislimit.WithHook("p", h))
 			require.NoError(t, err)
 			for range 2 {
-				r := l.Decide(ctx, "k", 1)
+				r := l.TakeResult(ctx, "k", 1)
 				require.ErrorIs(t, r.Err, redislimit.ErrRejected)
 				assert.True(t, redis.IsReadOnlyError(r.Err), "the READONLY reply is wrapped: %v", r.Err)
 				assert.NotErrorIs(t, r.Err, redislimit.ErrCircuitOpen, "a rejection does not open the breaker")
@@ -221,13 +221,13 @@ func TestPromotedReplicaDecides(t *testing.T) {
 	l, err := redislimit.New(rc, gcra.Every(time.Hour), 1, redislimit.WithKeyPrefix(uniq(t)), redislimit.WithOutage(redislimit.FailOpen))
 	require.NoError(t, err)
 	waitFor(t, "READONLY from the replica", func() bool {
-		return errors.Is(l.Decide(ctx, "k", 1).Err, redislimit.ErrRejected)
+		return errors.Is(l.TakeResult(ctx, "k", 1).Err, redislimit.ErrRejected)
 	})
 	require.NoError(t, rc.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
-	r := l.Decide(ctx, "k", 1)
+	r := l.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
 	assert.True(t, r.Allowed, "the key was not locked out")
-	assert.False(t, l.Decide(ctx, "k", 1).Allowed, "and is limited")
+	assert.False(t, allowN(l, ctx, "k", 1), "and is limited")
 }
 
 // TestACL: a user without EVALSHA, or without the limiter's keys, is
@@ -255,14 +255,14 @@ func TestACL(t *testing.T) {
 					redislimit.WithOutage(p.outage), redislimit.WithBreaker(1, time.Hour))
 				require.NoError(t, err)
 				for range 2 {
-					r := l.Decide(ctx, "k", 1)
+					r := l.TakeResult(ctx, "k", 1)
 					require.ErrorIs(t, r.Err, redislimit.ErrRejected)
 					assert.Contains(t, r.Err.Error(), "NOPERM")
 					assert.Equal(t, rejectedSource(p), r.Source)
 					assert.Equal(t, p.name == "fallback", r.Allowed, "never fail-open")
 				}
 				require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", u.name, "+@all", "allkeys").Err())
-				r := l.Decide(ctx, "k", 1)
+				r := l.TakeResult(ctx, "k", 1)
 				assert.Equal(t, redislimit.SourceRedis, r.Source, "%v", r.Err)
 				assert.True(t, r.Allowed, "not locked out once the ACL is fixed")
 			})
@@ -282,7 +282,7 @@ func TestBusyIsAnOutage(t *testing.T) {
 	require.NoError(t, err)
 	var r redislimit.Result
 	waitFor(t, "BUSY", func() bool {
-		r = l.Decide(ctx, "k", 1)
+		r = l.TakeResult(ctx, "k", 1)
 		return r.Err != nil && strings.Contains(r.Err.Error(), "BUSY")
 	})
 	assert.ErrorIs(t, r.Err, redislimit.ErrUnavailable)
@@ -290,5 +290,5 @@ func TestBusyIsAnOutage(t *testing.T) {
 	assert.True(t, r.Allowed)
 	require.NoError(t, s.client(t).Do(ctx, "SCRIPT", "KILL").Err())
 	assert.Error(t, <-done)
-	assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "k", 1).Source)
+	assert.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "k", 1).Source)
 }

@@ -42,10 +42,10 @@ func TestCluster(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, sec.Allow(ctx, "user:7"))
 	assert.True(t, sec.Allow(ctx, "user:7"))
-	r := sec.Decide(ctx, "user:7", 1)
+	r := sec.TakeResult(ctx, "user:7", 1)
 	assert.Equal(t, redislimit.SourceRedis, r.Source, "%v", r.Err)
 	assert.False(t, r.Allowed)
-	assert.Equal(t, 4, day.Decide(ctx, "user:7", 1).Remaining)
+	assert.Equal(t, 4, decision(day, ctx, "user:7", 1).Remaining)
 
 	// The hash tag puts both bands of a key in one slot; without it the
 	// prefixes send them to different slots.
@@ -78,7 +78,7 @@ func TestRing(t *testing.T) {
 	require.NoError(t, err)
 	for i := range 40 {
 		k := fmt.Sprint("k", i)
-		r := l.Decide(ctx, k, 1)
+		r := l.TakeResult(ctx, k, 1)
 		require.Equal(t, redislimit.SourceRedis, r.Source, "%v", r.Err)
 		assert.True(t, r.Allowed)
 		assert.False(t, l.Allow(ctx, k))

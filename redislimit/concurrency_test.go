@@ -67,7 +67,7 @@ func TestConcurrentBound(t *testing.T) {
 					defer wg.Done()
 					l := lims[i%clients]
 					for next.Add(1) <= attempts {
-						r := l.Decide(ctx, "hot", 1)
+						r := l.TakeResult(ctx, "hot", 1)
 						switch {
 						case r.Err != nil:
 							errs.Add(1)

@@ -10,14 +10,22 @@ import (
 // the in-process limiters, with no adapter.
 var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 
-// Take decides a request for n at key exactly as Decide does, and returns
-// the receipt that Refund needs to give the admission back: for New's
+// Take decides a request for n at key and takes n if it is admitted, with
+// the whole decision: remaining, retry-after, reset-after and time to the
+// next token, each exactly as the in-process limiter of the same rule
+// defines them (for New's, gcra with Params), on Redis's clock. n = 0 is an
+// admitted peek that takes nothing (as in x/time/rate and gcra); n < 0, and
+// n above what the rule can ever admit, are denied with RetryAfter
+// gcra.Never and take nothing. It is one round trip (one EVALSHA), or none
+// when the over-limit cache or a static limit (Unlimited, DenyAll) answers.
+//
+// The receipt is what Refund needs to give the admission back: for New's
 // limiter, the TAT the script stored, the script's TIME and the key's
 // give-back epoch it read (µs on Redis TIME; refundLua); for NewRule's, the
 // window (slice) the admission was counted in, and an anchored window's
-// anchor and count. The receipt is the zero Receipt when nothing was stored
-// in Redis: a denial, a peek (n = 0), n out of range, Unlimited and DenyAll,
-// a denial by the over-limit cache, FailOpen's admissions, and the rules
+// anchor and count. It is the zero Receipt when nothing was stored in
+// Redis: a denial, a peek (n = 0), n out of range, Unlimited and DenyAll, a
+// denial by the over-limit cache, FailOpen's admissions, and the rules
 // whose admissions are not given back (Quota().Refunds()). An admission
 // FallbackTo's local limiter made during an outage has that limiter's
 // receipt: Refund gives it back there, so a door that refunds it (another
@@ -25,18 +33,29 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 //
 // The error is nil when Redis, the cache or the static limit decided, but
 // for a corrupt state that Redis repaired and decided on (ErrCorrupt: a
-// denial). When Redis failed or WithTimeout passed, it wraps ErrUnavailable
-// and the cause, with the Outage policy's decision (Decide's
-// SourceFailOpen, SourceFailClosed or SourceFallback). When Redis rejected
-// the call it wraps ErrRejected, with FallbackTo's decision or a denial.
-// When ctx ended first it wraps ctx.Err() and neither sentinel, and the
-// decision is the zero one (Decide's SourceCaller).
+// denial). When Redis failed or WithTimeout passed (an outage), it wraps
+// ErrUnavailable and the cause, with the Outage policy's decision: FailOpen
+// admits, FailClosed denies, FallbackTo's limiter decides. When Redis
+// rejected the call it wraps ErrRejected, with FallbackTo's decision or a
+// denial (FailOpen never admits on a rejection). When ctx ended first (the
+// caller gave up: not an outage) it wraps ctx.Err() and neither sentinel,
+// and the decision is the zero one, which denies and describes no state:
+// no policy decided. A ctx already done makes no call; the static limits
+// and the over-limit cache, which need none, answer regardless of ctx. The
+// Hook hears which of these decided (Source).
 func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
-	r, rc := l.decide(ctx, key, n, opReceipt, -1)
+	r, rc := l.take(ctx, key, n, -1)
+	return r.Decision, rc, r.Err
+}
+
+// take is Take, with the whole result. nowMicros ≥ 0 replaces Redis TIME
+// (tests only).
+func (l *Limiter) take(ctx context.Context, key string, n int, nowMicros int64) (result, atomiclimit.Receipt) {
+	r, rc := l.decide(ctx, key, n, opReceipt, nowMicros)
 	if r.local != (atomiclimit.Receipt{}) {
-		return r.Decision, r.local, r.Err // FallbackTo's admission: Refund gives it back there
+		return r, r.local // FallbackTo's admission: Refund gives it back there
 	}
-	return r.Decision, rc.remote(), r.Err
+	return r, rc.remote()
 }
 
 // remote is the atomiclimit.Receipt that carries rc (the zero Receipt for
@@ -48,8 +67,10 @@ func (rc receipt) remote() atomiclimit.Receipt {
 	return atomiclimit.RemoteReceipt(rc)
 }
 
-// Check returns the decision Take(ctx, key, n) would make now, taking
-// nothing: Peek in the contract's form, with Take's errors.
+// Peek returns the decision Take(ctx, key, n) would make now, taking
+// nothing, with Take's errors. It is one round trip too (or a cache hit),
+// and the Outage policy answers it as it answers Take, FallbackTo's limiter
+// with its own Peek. A door asks it of the policies after one that denied.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Decision, error) {
 	r, _ := l.decide(ctx, key, n, opPeek, -1)
 	return r.Decision, r.Err

@@ -17,10 +17,11 @@ import (
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
-// TestTakeAgreesWithDecide runs the decision vectors through Take: every
-// decision is gcra's (as Decide's are, TestVectorsRedis), and the receipt
-// is the TAT the script stored, exactly, or 0 when it stored nothing.
-func TestTakeAgreesWithDecide(t *testing.T) {
+// TestTakeAgreesWithGCRA runs the decision vectors through Take: every
+// decision is gcra's (as Allow's script op's are, TestVectorsRedis), and the
+// receipt is the TAT the script stored, exactly, or 0 when it stored
+// nothing.
+func TestTakeAgreesWithGCRA(t *testing.T) {
 	s := sharedServer(t)
 	c := s.client(t)
 	ctx := context.Background()
@@ -78,17 +79,17 @@ func TestReceiptsZero(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Zero(t, r, "a denial")
-	require.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source, "the next denial is the cache's")
+	require.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source, "the next denial is the cache's")
 	d, r, err = l.Take(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Zero(t, r, "a cache denial")
 	cd, err := l.Peek(ctx, "k", 1)
 	require.NoError(t, err)
-	assert.Equal(t, d, cd, "Check: the cache's decision too")
+	assert.Equal(t, d, cd, "Peek: the cache's decision too")
 	cd, err = l.Peek(ctx, "other", 1)
 	require.NoError(t, err)
-	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Hour}, cd, "Check is Peek")
+	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Hour}, cd, "Peek takes nothing")
 
 	// Static limits: no call, no receipt.
 	none := &noServer{}

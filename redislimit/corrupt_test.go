@@ -113,9 +113,11 @@ func TestCorruptStateRepaired(t *testing.T) {
 		n    int
 		do   func(l *redislimit.Limiter, now int64) redislimit.Result
 	}{
-		{"Decide", 1, func(l *redislimit.Limiter, now int64) redislimit.Result { return l.DecideAt(ctx, "k", 1, true, now) }},
-		{"Decide-n=B", burst, func(l *redislimit.Limiter, now int64) redislimit.Result {
-			return l.DecideAt(ctx, "k", burst, true, now)
+		{"Allow", 1, func(l *redislimit.Limiter, now int64) redislimit.Result { return l.DecideAt(ctx, "k", 1, true, now) }},
+		{"Take-n=B", burst, func(l *redislimit.Limiter, now int64) redislimit.Result {
+			r, receipt := l.TakeAt(ctx, "k", burst, now)
+			require.Zero(t, receipt, "a repair is no admission")
+			return r
 		}},
 		{"Peek", 1, func(l *redislimit.Limiter, now int64) redislimit.Result { return l.DecideAt(ctx, "k", 1, false, now) }},
 		{"Take", 1, func(l *redislimit.Limiter, now int64) redislimit.Result {

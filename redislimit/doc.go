@@ -71,11 +71,11 @@
 // ContextTimeoutEnabled, or go-redis ignores the deadline). When a call
 // fails, the Outage policy decides: FailClosed (the default: deny, never
 // over-admit), FailOpen (admit), or FallbackTo a local
-// atomiclimit.Keyed limiter. Every Result says which of them decided and,
-// when Redis did not, why (Result.Err wraps ErrUnavailable).
+// atomiclimit.Keyed limiter. The call's error says that Redis did not
+// decide, and why (it wraps ErrUnavailable and the cause).
 //
 // Only outages take the Outage policy. Every error is one of three
-// classes (errors.Is on Result.Err, and on the contract's error):
+// classes (errors.Is on the error of Take, Peek, Refund and Reset):
 //
 //   - Outage, ErrUnavailable: Redis did not answer (refused, reset, a
 //     timeout, the pool's timeout) or answered that it cannot serve now
@@ -97,11 +97,12 @@
 //     expiry: no decision stores more than B·T, and the second B·T is what
 //     TIME may step back). The script replaces it, in the same call,
 //     with the empty bucket (TAT = now + B·T, expiring as every state) and
-//     decides on that: Source SourceRedis, denied with RetryAfter n·T. The
-//     key is neither unlimited nor locked out: it refills as any key does.
+//     decides on that: Redis decided (SourceRedis), denied with RetryAfter
+//     n·T. The key is neither unlimited nor locked out: it refills as any
+//     key does.
 //
 // Each error wraps the cause, and its message starts with "redislimit: ".
-// Take, Check, Refund and Reset return the same errors (the door,
+// Take, Peek, Refund and Reset return the same errors (the door,
 // httplimit, answers a denial with an error 503 and reports it to its
 // hook).
 //
@@ -112,29 +113,41 @@
 // window. Against a host that does not answer, a decision then costs
 // nanoseconds instead of the whole WithTimeout (see the README).
 //
-// WithHook reports every decision (Allowed or Denied, with the Source)
-// and every error (Error, with the Source) to a Hook, for metrics; without
-// one, a decision pays one branch.
-//
 // A caller whose context ends first (cancelled, or its own deadline) is not
-// an outage: no policy applies, the Result has SourceCaller and the zero
-// Decision (denied, describing no state), and its Err wraps ctx.Err() and
-// not ErrUnavailable. A context already done makes no call; the static
-// limits and the over-limit cache, which need no call, answer regardless.
+// an outage: no policy applies, the decision is the zero Decision (denied,
+// describing no state), and its error wraps ctx.Err() and not
+// ErrUnavailable. A context already done makes no call; the static limits
+// and the over-limit cache, which need no call, answer regardless.
 //
-// # The KeyedLimiter contract
+// # Who decided
 //
-// Limiter implements atomiclimit.KeyedLimiter[string], as the doors
-// (httplimit) take every limiter, with no adapter:
+// Every decision is made by one of Redis, the over-limit cache, a static
+// limit (Unlimited, DenyAll), the Outage policy (FailOpen, FailClosed,
+// FallbackTo's limiter), or no one (the caller gave up). The error tells
+// them apart where there is one: nil for Redis, the cache and the static
+// limits (ErrCorrupt for Redis on a repaired state), ErrUnavailable or
+// ErrRejected for the policy, the caller's ctx.Err() for no one. WithHook
+// reports every decision (Allowed or Denied) and every error (Error) to a
+// Hook, with its Source, which also tells apart the decisions made without
+// an error, for metrics (the over-limit cache's hit rate); without a hook,
+// a decision pays one branch.
 //
-//   - Take is Decide with a receipt (atomiclimit.RemoteReceipt): the TAT
-//     the script stored, the script's TIME, and the key's give-back epoch,
-//     in µs on Redis TIME. It is the zero Receipt when nothing was stored
-//     in Redis: a denial, a peek (n = 0), n out of range, Unlimited and
-//     DenyAll, a cache denial, and FailOpen's admissions. FallbackTo's
-//     admissions carry the local limiter's receipt, and are given back
-//     there.
-//   - Check is Peek.
+// # The verbs
+//
+// A Limiter speaks the in-process limiters' grammar, less the forms that
+// take the time (Redis TIME is the clock):
+//
+//   - Allow(ctx, key) reports whether one event may happen now, and takes
+//     it: Take(ctx, key, 1)'s Allowed, in a call whose reply is one
+//     integer.
+//   - Take(ctx, key, n) decides a request for n, with the whole Decision
+//     and a receipt (atomiclimit.RemoteReceipt): the TAT the script
+//     stored, the script's TIME, and the key's give-back epoch, in µs on
+//     Redis TIME. It is the zero Receipt when nothing was stored in Redis:
+//     a denial, a peek (n = 0), n out of range, Unlimited and DenyAll, a
+//     cache denial, and FailOpen's admissions. FallbackTo's admissions
+//     carry the local limiter's receipt, and are given back there.
+//   - Peek(ctx, key, n) is Take's decision, taking nothing.
 //   - Refund(ctx, key, n, r) runs a second script on key alone, at its
 //     TIME now: gcra.Params.Refund, exactly. When no give-back that moved
 //     other admissions was made on key since the admission (its epoch is
@@ -149,18 +162,19 @@
 //     order. A give-back that moves later admissions (TAT ≠ r) advances
 //     the key's epoch to max(E + 1, now). n must be Take's n, each receipt
 //     is given back once; the zero Receipt, n < 1 and n > B make no call.
-//   - Quota describes the parameters Redis decides with (T rounded up),
-//     without a call.
+//   - Reset(ctx, key) deletes key's state in Redis (one DEL in a script,
+//     on key alone): the bucket is full again for every process, and this
+//     process's over-limit cache forgets key.
+//   - Quota(key) describes the parameters Redis decides with (T rounded
+//     up), without a call.
 //
-// Reset(ctx, key), beside the contract, deletes key's state in Redis (one
-// DEL in a script, on key alone): the bucket is full again for every
-// process, and this process's over-limit cache forgets key.
-//
-// Their error is nil when Redis, the cache or the static limit decided
-// (but for a repaired corrupt state, ErrCorrupt); on an outage it wraps
-// ErrUnavailable and the cause, with the policy's decision (Refund:
-// false), on a rejection ErrRejected; when ctx ended first it wraps
-// ctx.Err(), as above.
+// Take, Peek, Refund and Quota make a Limiter an
+// atomiclimit.KeyedLimiter[string], as the doors (httplimit, grpclimit)
+// take every limiter, with no adapter. Their error is nil when Redis, the
+// cache or the static limit decided (but for a repaired corrupt state,
+// ErrCorrupt); on an outage it wraps ErrUnavailable and the cause, with
+// the policy's decision (Refund: false), on a rejection ErrRejected; when
+// ctx ended first it wraps ctx.Err(), as above.
 //
 // # The over-limit cache
 //
@@ -308,7 +322,7 @@
 // one) is repaired as New's TAT is, in
 // the call that finds it: every band's strictest state at now (a window's
 // whole count used, every slot of the log expiring at now + W), expiring as
-// every state does; the call is decided on it (denied, Source redis, even
+// every state does; the call is decided on it (denied, by Redis, even
 // under FailOpen) and its error wraps ErrCorrupt. The key is thus never
 // unlimited and never locked out for ever: it refills within the longest idle
 // time of its bands.

@@ -32,9 +32,10 @@ var (
 	ErrInvalidOutage = errors.New("redislimit: invalid outage policy")
 )
 
-// ErrUnavailable is wrapped by Result.Err when Redis did not decide (an
-// error or the timeout) and the Outage policy did. The error from Redis is
-// wrapped too: errors.Is(r.Err, context.DeadlineExceeded) reports a timeout.
+// ErrUnavailable is wrapped by the error of a call Redis did not decide (an
+// error or the timeout), whose decision the Outage policy made. The error
+// from Redis is wrapped too: errors.Is(err, context.DeadlineExceeded)
+// reports a timeout.
 var ErrUnavailable = errors.New("redislimit: redis unavailable")
 
 // rateTooHigh is ErrRateTooHigh: its own message, and errors.Is matches

@@ -31,8 +31,12 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	r := lim.Decide(context.Background(), "user:42", 1)
-	if !r.Allowed {
-		fmt.Printf("429, retry after %v (decided by %v)\n", r.RetryAfter, r.Source)
+	d, _, err := lim.Take(context.Background(), "user:42", 1)
+	if err != nil {
+		// Redis did not decide: the local limiter did (ErrUnavailable).
+		fmt.Println("redis:", err)
+	}
+	if !d.Allowed {
+		fmt.Printf("429, retry after %v\n", d.RetryAfter)
 	}
 }

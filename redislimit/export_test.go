@@ -18,8 +18,33 @@ var DecideSHA = decideSHA
 // RefundSHA is the name EVALSHA gives the refund script.
 var RefundSHA = refundSHA
 
-// DecideAt is Decide (take) or Peek (!take) at an explicit Redis time, in
-// µs since the Unix epoch, instead of Redis TIME.
+// Result is a decision with who made it and its error: what Take and Peek
+// return, with the Source the Hook hears.
+type Result = result
+
+// TakeResult is Take with its Source, in one Result.
+func (l *Limiter) TakeResult(ctx context.Context, key string, n int) Result {
+	r, _ := l.take(ctx, key, n, -1)
+	return r
+}
+
+// AllowResult is Allow's decision with its Source and error (Allow returns
+// only Allowed): the script's op that takes without a receipt, whose reply
+// is one integer.
+func (l *Limiter) AllowResult(ctx context.Context, key string) Result {
+	r, _ := l.decide(ctx, key, 1, opTake, -1)
+	return r
+}
+
+// PeekResult is Peek with its Source, in one Result.
+func (l *Limiter) PeekResult(ctx context.Context, key string, n int) Result {
+	r, _ := l.decide(ctx, key, n, opPeek, -1)
+	return r
+}
+
+// DecideAt is Allow's decision for n (take: the script's op that takes
+// without a receipt) or Peek (!take), at an explicit Redis time, in µs
+// since the Unix epoch, instead of Redis TIME.
 func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
 	o := opPeek
 	if take {
@@ -29,13 +54,9 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, no
 	return r
 }
 
-// TakeAt is Take at an explicit Redis time (µs), with Take's Result.
+// TakeAt is Take at an explicit Redis time (µs), with its Source.
 func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
-	r, rc := l.decide(ctx, key, n, opReceipt, nowMicros)
-	if r.local != (atomiclimit.Receipt{}) {
-		return r, r.local
-	}
-	return r, rc.remote()
+	return l.take(ctx, key, n, nowMicros)
 }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).

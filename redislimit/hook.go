@@ -9,11 +9,11 @@ import "time"
 // plain values, never a key, so that metrics keep a bounded cardinality.
 //
 // It is atomiclimit.Hook's shape with the Source added (and no evictions:
-// the Limiter keeps no keys). Each call of Allow, AllowN, Decide and Take
+// the Limiter keeps no keys). Each call of Allow and Take
 // reports exactly one of Allowed or Denied, with the Source that decided,
-// after Error when Result.Err is not nil; except that a caller who gave up
+// after Error when the decision has an error; except that a caller who gave up
 // (SourceCaller) is reported by Error alone, since nothing was decided.
-// Peek and Check report only their errors. Refund and Reset report theirs
+// Peek reports only its errors. Refund and Reset report theirs
 // with SourceCaller when the caller gave up, else with SourceFailClosed:
 // nothing was given back, nothing removed.
 //
@@ -33,9 +33,9 @@ type Hook interface {
 	Error(policy string, source Source, err error)
 }
 
-// observe reports the Result r of a decision for n to the hook, which is
-// set. take is false for Peek and Check.
-func (l *Limiter) observe(r Result, n int, take bool) {
+// observe reports the result r of a decision for n to the hook, which is
+// set. take is false for Peek.
+func (l *Limiter) observe(r result, n int, take bool) {
 	h := l.hook
 	if r.Err != nil {
 		h.Error(l.hookPolicy, r.Source, r.Err)

@@ -95,15 +95,15 @@ func TestHookDecisions(t *testing.T) {
 	var clock fakeClock
 	l.SetLocalClock(clock.now)
 
-	require.True(t, l.AllowN(ctx, "k", 2))
+	require.True(t, allowN(l, ctx, "k", 2))
 	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "allowed"))
 	assert.Equal(t, 2, h.tokens[recKey{redislimit.SourceRedis, "allowed"}], "n is reported")
 	assert.Equal(t, "per-user", h.policy)
 	_, _, err = l.Take(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "denied"))
-	require.False(t, l.Allow(ctx, "k")) // the cache answers: AllowN's fast path still reports
-	require.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source)
+	require.False(t, l.Allow(ctx, "k")) // the cache answers: Allow's fast path still reports
+	require.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source)
 	assert.Equal(t, 2, h.count(redislimit.SourceCache, "denied"))
 	require.Equal(t, redislimit.SourceCache, l.PeekResult(ctx, "k", 1).Source)
 	_, err = l.Peek(ctx, "other", 1)
@@ -121,7 +121,7 @@ func TestHookDecisions(t *testing.T) {
 	// A caller who gave up is an Error alone.
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	r := l.Decide(cancelled, "other", 1)
+	r := l.TakeResult(cancelled, "other", 1)
 	require.Equal(t, redislimit.SourceCaller, r.Source)
 	assert.Equal(t, 1, h.count(redislimit.SourceCaller, "error"))
 	assert.Equal(t, 5, h.total(), "and no decision")
@@ -140,7 +140,7 @@ func TestHookOutage(t *testing.T) {
 		h := newRecHook()
 		l, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithOutage(p.outage), redislimit.WithHook("p", h))
 		require.NoError(t, err)
-		r := l.Decide(ctx, "k", 1)
+		r := l.TakeResult(ctx, "k", 1)
 		require.Equal(t, p.source, r.Source)
 		assert.Equal(t, 1, h.count(p.source, "error"), pname)
 		kind := "denied"
@@ -181,7 +181,7 @@ func TestHookUnsetCostsNothing(t *testing.T) {
 		require.True(t, l.Allow(ctx, "k"))
 		require.False(t, l.Allow(ctx, "k"))
 		allocs := testing.AllocsPerRun(1000, func() {
-			if l.Decide(ctx, "k", 1).Source != redislimit.SourceCache || l.Allow(ctx, "k") {
+			if l.TakeResult(ctx, "k", 1).Source != redislimit.SourceCache || l.Allow(ctx, "k") {
 				panic("not a cache denial")
 			}
 		})

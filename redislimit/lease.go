@@ -189,7 +189,7 @@ func (ls *Leased) Allow(ctx context.Context, key string) bool {
 // tokens (no round trip, no lock, no allocation), else from a new lease
 // (one round trip). n = 0 is admitted and spends nothing; n < 0 is denied.
 // n > the most one lease holds is decided by the Limiter, in one call
-// (Limiter.AllowN). When Redis fails, the Limiter's Outage policy decides
+// (Limiter.Take). When Redis fails, the Limiter's Outage policy decides
 // the request (FailOpen admits, FallbackTo's limiter decides), without a
 // lease.
 //
@@ -199,7 +199,8 @@ func (ls *Leased) Allow(ctx context.Context, key string) bool {
 func (ls *Leased) AllowN(ctx context.Context, key string, n int) bool {
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
 		if n > ls.maxLease {
-			return ls.l.AllowN(ctx, key, n)
+			r, _ := ls.l.decide(ctx, key, n, opTake, -1)
+			return r.Allowed
 		}
 		return n == 0
 	}
@@ -376,7 +377,7 @@ var leaseArgs = [...]any{opArgs[opLease], ""}
 
 // lease takes as many tokens of key as Redis has, up to q, if that is at
 // least n (1 ≤ n ≤ q ≤ B), in one call, and returns how many (0: none). An
-// error is call's; a corrupt state is repaired (as Decide repairs it), and
+// error is call's; a corrupt state is repaired (as Take repairs it), and
 // leases nothing.
 func (ls *Leased) lease(ctx context.Context, key string, n, q int) (int, error) {
 	l := ls.l

@@ -17,17 +17,25 @@ import (
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
-// A Limiter is a keyed GCRA rate limiter whose state lives in Redis: every
-// process that builds a Limiter with the same limit, burst and key prefix on
-// the same Redis shares one bucket per key. Each decision is one round trip
-// (one EVALSHA); the clock is Redis TIME, so the processes' clocks play no
-// part. It is safe for concurrent use.
+// A Limiter is a keyed rate limiter whose state lives in Redis: every
+// process that builds a Limiter with the same rule (New's GCRA limit and
+// burst, or NewRule's rule) and key prefix on the same Redis shares one
+// state per key. Each decision is one round trip (one EVALSHA); the clock
+// is Redis TIME, so the processes' clocks play no part. It is safe for
+// concurrent use.
 //
-// A denial writes nothing in Redis. The decisions are gcra's, with the
+// A denial writes nothing in Redis. New's decisions are gcra's, with the
 // emission interval rounded up to whole microseconds (see the package doc and
-// Params). Decisions for Unlimited and DenyAll need no Redis and make no call.
-// A Limiter is an atomiclimit.KeyedLimiter[string] (Take, Check, Refund,
-// Quota: contract.go).
+// Params); NewRule's are the in-process rule's. Decisions for Unlimited and
+// DenyAll need no Redis and make no call.
+//
+// Its methods are the in-process limiters' verbs: Allow(ctx, key) for one
+// event, Take(ctx, key, n) for n with the whole decision and a receipt,
+// Peek to ask without taking, Refund to give an admission back, Reset to
+// forget a key. There is no form that takes the time: Redis TIME is the
+// clock. A Limiter is an atomiclimit.KeyedLimiter[string] (Take, Peek,
+// Refund, Quota: contract.go), so the doors take it as they take the
+// in-process limiters.
 type Limiter struct {
 	client redis.Scripter
 	// params are the parameters Redis decides with: the user's interval
@@ -72,30 +80,29 @@ type Limiter struct {
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
 }
 
-// A Result is the outcome of one decision: the gcra.Decision with the same
-// fields and meaning as the in-process limiters', which of Redis, the
-// over-limit cache, the Outage policy or the caller made it, and why Redis
-// did not.
-type Result struct {
+// A result is the outcome of one decision: the Decision that Take, Peek
+// and Allow return, who made it (the Source the Hook hears) and the error
+// Take and Peek return with it.
+type result struct {
 	gcra.Decision
 	// Source says who decided.
 	Source Source
-	// Err is nil when Source is SourceCache or SourceStatic, and when it
-	// is SourceRedis but for a repaired corrupt state (ErrCorrupt). With
-	// SourceCaller it wraps the caller's ctx.Err() (context.Canceled or
-	// context.DeadlineExceeded), and not ErrUnavailable. Otherwise it wraps
-	// ErrUnavailable (an outage: the Outage policy decided) or ErrRejected
-	// (Redis refused the call: FallbackTo's limiter decided, or it was
-	// denied as SourceFailClosed), and the error from Redis (a connection
-	// error, context.DeadlineExceeded for WithTimeout, READONLY, …).
+	// Err is Take's error (see Take): nil when Source is SourceCache or
+	// SourceStatic, and when it is SourceRedis but for a repaired corrupt
+	// state (ErrCorrupt).
 	Err error
 
 	// local is the receipt of an admission FallbackTo's limiter made (Take
-	// returns it tagged, so that Refund gives it back there), or 0.
+	// returns it, so that Refund gives it back there), or the zero Receipt.
 	local atomiclimit.Receipt
 }
 
-// A Source says who made a decision.
+// A Source says who made a decision, for the Hook (which is told it with
+// every event): Redis, or one of what answers without it. The decision's
+// error says the same in the cases that have one (ErrUnavailable and the
+// policy in force, ErrRejected, the caller's ctx.Err()); the Hook is where
+// the decisions made without an error (by Redis, the over-limit cache or a
+// static limit) are told apart.
 type Source uint8
 
 const (
@@ -233,60 +240,31 @@ func contextTimeouts(client redis.Scripter) bool {
 	return true
 }
 
-// Allow reports whether one event for key may happen now, and consumes a
-// token if so. Allow is shorthand for AllowN(ctx, key, 1).
+// Allow reports whether one event for key may happen now, and takes it if
+// so: Take(ctx, key, 1)'s Allowed, without the rest of the decision and the
+// receipt, which it does not ask Redis for. When Redis does not decide, the
+// Outage policy's answer is returned as Take's is, and its error goes to
+// the Hook only.
 func (l *Limiter) Allow(ctx context.Context, key string) bool {
-	return l.AllowN(ctx, key, 1)
-}
-
-// AllowN reports whether n events for key may happen now, and consumes n
-// tokens if so. It is Decide(ctx, key, n).Allowed.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int) bool {
 	if l.cache == nil || l.hook != nil {
-		r, _ := l.decide(ctx, key, n, opTake, -1)
+		r, _ := l.decide(ctx, key, 1, opTake, -1)
 		return r.Allowed
 	}
 	// The cache's check without the whole decision: Admit, not Decide,
 	// needs no division.
 	sent := l.localNow()
-	if l.cache.denies(key, &l.params, sent, n) {
+	if l.cache.denies(key, &l.params, sent, 1) {
 		return false
 	}
-	r, _ := l.decideRemote(ctx, key, n, opTake, -1, sent)
+	r, _ := l.decideRemote(ctx, key, 1, opTake, -1, sent)
 	return r.Allowed
 }
 
-// Decide is AllowN with the whole decision: remaining tokens, retry-after,
-// reset-after and time to the next token, each exactly as gcra defines them
-// (with Params), on Redis's clock. n = 0 is an admitted peek (as in
-// x/time/rate and gcra); n < 0 and n > burst are denied with RetryAfter
-// gcra.Never, and consume nothing.
-//
-// When Redis fails or the timeout passes (an outage), the Outage policy
-// decides, and Result.Source and Result.Err say so; a rejection and a
-// corrupt state are decided as ErrRejected and ErrCorrupt say. When ctx itself ends first (the
-// caller gave up), nothing decides: Source is SourceCaller, with the zero
-// Decision. A ctx already done makes no call; the static limits and the
-// over-limit cache, which need none, answer regardless of ctx. Decide never
-// returns an error separately: the Result is always the decision to act on.
-func (l *Limiter) Decide(ctx context.Context, key string, n int) Result {
-	r, _ := l.decide(ctx, key, n, opTake, -1)
-	return r
-}
-
-// Peek returns the decision Decide(ctx, key, n) would make now, consuming
-// nothing. It is one round trip too (or a cache hit), and the Outage policy
-// answers it the same way, through the fallback limiter's Peek.
-func (l *Limiter) PeekResult(ctx context.Context, key string, n int) Result {
-	r, _ := l.decide(ctx, key, n, opPeek, -1)
-	return r
-}
-
-// decide is Decide (opTake), Peek (opPeek) or Take (opReceipt), and returns
+// decide is Allow (opTake), Peek (opPeek) or Take (opReceipt), and returns
 // with opReceipt what a give-back of the admission in Redis needs (zero if
 // nothing was stored there). nowMicros ≥ 0 replaces Redis TIME (tests
-// only). It reports the Result to the hook.
-func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
+// only). It reports the result to the hook.
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (result, receipt) {
 	r, rc := l.decideUnobserved(ctx, key, n, o, nowMicros)
 	if l.hook != nil {
 		l.observe(r, n, o != opPeek)
@@ -295,10 +273,10 @@ func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros
 }
 
 // decideUnobserved is decide without the hook.
-func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (Result, receipt) {
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (result, receipt) {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return Result{Decision: d, Source: SourceStatic}, receipt{}
+		return result{Decision: d, Source: SourceStatic}, receipt{}
 	}
 	var sent int64
 	if l.cache != nil {
@@ -306,7 +284,7 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return Result{Decision: d, Source: SourceCache}, receipt{}
+			return result{Decision: d, Source: SourceCache}, receipt{}
 		}
 	}
 	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
@@ -315,7 +293,7 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (Result, receipt) {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (result, receipt) {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
@@ -323,7 +301,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		// The policy's admissions have no receipt of Redis: Redis holds
 		// nothing of theirs (FallbackTo's carry the local limiter's, in the
-		// Result: see Take).
+		// result: see Take).
 		return l.fail(key, n, o != opPeek, err), receipt{}
 	}
 	// err is nil, or reports a corrupt state that the script repaired
@@ -332,7 +310,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
 		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
-	return Result{Decision: d, Source: SourceRedis, Err: err}, rc
+	return result{Decision: d, Source: SourceRedis, Err: err}, rc
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
@@ -375,7 +353,7 @@ func callerErr(cerr, err error) error {
 // call's classified error: the Outage policy's for an outage; FallbackTo's
 // limiter's or a denial for a rejection (never FailOpen's admission); the
 // zero Decision, decided by no one, when the caller gave up.
-func (l *Limiter) fail(key string, n int, take bool, err error) Result {
+func (l *Limiter) fail(key string, n int, take bool, err error) result {
 	kind := l.outage.kind
 	switch {
 	case isUnavailable(err):
@@ -384,24 +362,25 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 			kind = outageClosed
 		}
 	default:
-		return Result{Source: SourceCaller, Err: err}
+		return result{Source: SourceCaller, Err: err}
 	}
 	switch kind {
 	case outageFallback:
 		if take {
-			// Take, not Decide: its receipt lets a door give the admission
-			// back when another policy denies the request. The local limiter
-			// is in process: it neither blocks nor fails, and ignores ctx.
+			// The local limiter's Take: its receipt lets a door give the
+			// admission back when another policy denies the request. The
+			// local limiter is in process: it neither blocks nor fails, and
+			// ignores ctx.
 			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
-			return Result{Decision: d, Source: SourceFallback, Err: err, local: rc}
+			return result{Decision: d, Source: SourceFallback, Err: err, local: rc}
 		}
 		d, _ := l.outage.local.Peek(context.Background(), key, n)
-		return Result{Decision: d, Source: SourceFallback, Err: err}
+		return result{Decision: d, Source: SourceFallback, Err: err}
 	case outageOpen:
 		if uint64(int64(n)-1) < uint64(l.maxN) {
-			return Result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}
+			return result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}
 		}
-		return Result{Decision: gcra.Decision{RetryAfter: gcra.Never}, Source: SourceFailOpen, Err: err}
+		return result{Decision: gcra.Decision{RetryAfter: gcra.Never}, Source: SourceFailOpen, Err: err}
 	}
 	// FailClosed. The state is unknown; RetryAfter is a hint, one interval
 	// (at most a second), except for requests that can never pass.
@@ -409,7 +388,7 @@ func (l *Limiter) fail(key string, n int, take bool, err error) Result {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		retry = gcra.Never
 	}
-	return Result{Decision: gcra.Decision{RetryAfter: retry}, Source: SourceFailClosed, Err: err}
+	return result{Decision: gcra.Decision{RetryAfter: retry}, Source: SourceFailClosed, Err: err}
 }
 
 // Key returns the Redis key that holds key's state: the prefix and key, with

@@ -165,10 +165,10 @@ func TestStaticLimitsMakeNoCall(t *testing.T) {
 	ctx := context.Background()
 	un, err := redislimit.New(s, gcra.Unlimited, 1)
 	require.NoError(t, err)
-	r := un.Decide(ctx, "k", 1000)
+	r := un.TakeResult(ctx, "k", 1000)
 	assert.Equal(t, redislimit.Result{Decision: gcra.Decision{Allowed: true, Remaining: math.MaxInt}, Source: redislimit.SourceStatic}, r)
-	assert.True(t, un.AllowN(ctx, "k", 0), "n = 0 is an admitted peek")
-	assert.False(t, un.AllowN(ctx, "k", -1))
+	assert.True(t, allowN(un, ctx, "k", 0), "n = 0 is an admitted peek")
+	assert.False(t, allowN(un, ctx, "k", -1))
 	deny, err := redislimit.New(s, gcra.DenyAll, 1, redislimit.WithOverLimitCache(10))
 	require.NoError(t, err)
 	r = deny.PeekResult(ctx, "k", 1)
@@ -209,7 +209,7 @@ func TestRedisTime(t *testing.T) {
 	ctx := context.Background()
 	l, err := redislimit.New(c, gcra.Every(time.Hour), 3, redislimit.WithKeyPrefix(uniq(t)))
 	require.NoError(t, err)
-	r := l.Decide(ctx, "a", 1)
+	r := l.TakeResult(ctx, "a", 1)
 	require.NoError(t, r.Err)
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
 	assert.Equal(t, gcra.Decision{Allowed: true, Remaining: 2, ResetAfter: time.Hour}, r.Decision)
@@ -219,7 +219,7 @@ func TestRedisTime(t *testing.T) {
 	now, err := c.Time(ctx).Result()
 	require.NoError(t, err)
 	require.NoError(t, c.Set(ctx, l.Key("b"), strconv.FormatInt(now.UnixMicro()+3*3600e6, 10), time.Hour*4).Err())
-	r = l.Decide(ctx, "b", 1)
+	r = l.TakeResult(ctx, "b", 1)
 	require.NoError(t, r.Err)
 	assert.False(t, r.Allowed)
 	assert.LessOrEqual(t, r.RetryAfter, time.Hour)
@@ -243,7 +243,7 @@ func TestDenialsAndPeeksWriteNothing(t *testing.T) {
 	for range 10 {
 		assert.False(t, l.Allow(ctx, "k"))
 		assert.False(t, l.PeekResult(ctx, "k", 1).Allowed)
-		assert.False(t, l.AllowN(ctx, "k", 2)) // n > B
+		assert.False(t, allowN(l, ctx, "k", 2)) // n > B
 	}
 	assert.True(t, l.PeekResult(ctx, "other", 1).Allowed)
 	assert.Equal(t, sets+1, commandCalls(t, c, "set"), "denials and peeks write nothing")
@@ -263,7 +263,7 @@ func TestExpiry(t *testing.T) {
 	l, err := redislimit.New(c, gcra.Every(1500*time.Microsecond), 2, redislimit.WithKeyPrefix(uniq(t)))
 	require.NoError(t, err)
 	called := time.Now()
-	require.True(t, l.AllowN(ctx, "k", 2)) // TAT = now + 3ms: PX ⌈3⌉ + 1 = 4
+	require.True(t, allowN(l, ctx, "k", 2)) // TAT = now + 3ms: PX ⌈3⌉ + 1 = 4
 	pttl, err := c.PTTL(ctx, l.Key("k")).Result()
 	require.NoError(t, err)
 	assert.LessOrEqual(t, pttl, 4*time.Millisecond)
@@ -294,12 +294,12 @@ func TestNoScript(t *testing.T) {
 	require.NoError(t, c.ScriptFlush(ctx).Err())
 	evals := commandCalls(t, c, "eval")
 	shas := commandCalls(t, c, "evalsha")
-	r := l.Decide(ctx, "k", 1)
+	r := l.TakeResult(ctx, "k", 1)
 	require.NoError(t, r.Err)
 	assert.Equal(t, redislimit.SourceRedis, r.Source)
 	assert.Equal(t, 4, r.Remaining)
 	assert.Equal(t, evals+1, commandCalls(t, c, "eval"))
-	r = l.Decide(ctx, "k", 1)
+	r = l.TakeResult(ctx, "k", 1)
 	assert.Equal(t, 3, r.Remaining)
 	assert.Equal(t, evals+1, commandCalls(t, c, "eval"), "the script is cached now")
 	assert.Equal(t, shas+2, commandCalls(t, c, "evalsha"), "one EVALSHA per decision")
@@ -320,26 +320,51 @@ func TestSeveralLimitersShareAKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, a.Allow(ctx, "k"))
 	assert.True(t, b.Allow(ctx, "k"))
-	assert.Equal(t, 0, a.PeekResult(ctx, "k", 1).Remaining, "as Decide would leave it")
+	assert.Equal(t, 0, a.PeekResult(ctx, "k", 1).Remaining, "as Take would leave it")
 	assert.True(t, b.Allow(ctx, "k"))
 	assert.False(t, a.Allow(ctx, "k"))
 	assert.True(t, a.Allow(ctx, "other key"))
 }
 
-// TestExampleFlow is the package example, run against a real server.
+// TestExampleFlow is the package example, run against a real server, with
+// a hook that says who decided.
 func TestExampleFlow(t *testing.T) {
 	s := sharedServer(t)
 	rdb := s.client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	h := newRecHook()
 	lim, err := redislimit.New(rdb, gcra.PerMinute(60), 2,
 		redislimit.WithKeyPrefix(uniq(t)),
 		redislimit.WithTimeout(100*time.Millisecond),
-		redislimit.WithOverLimitCache(10_000))
+		redislimit.WithOverLimitCache(10_000),
+		redislimit.WithHook("per-user", h))
 	require.NoError(t, err)
 	ctx := context.Background()
 	var got []string
 	for range 4 {
-		r := lim.Decide(ctx, "user:42", 1)
-		got = append(got, strconv.FormatBool(r.Allowed)+"/"+r.Source.String())
+		d, _, err := lim.Take(ctx, "user:42", 1)
+		require.NoError(t, err)
+		got = append(got, strconv.FormatBool(d.Allowed))
+		if !d.Allowed {
+			assert.Positive(t, d.RetryAfter)
+		}
 	}
-	assert.Equal(t, []string{"true/redis", "true/redis", "false/redis", "false/cache"}, got)
+	assert.Equal(t, []string{"true", "true", "false", "false"}, got)
+	assert.Equal(t, 2, h.count(redislimit.SourceRedis, "allowed"))
+	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "denied"))
+	assert.Equal(t, 1, h.count(redislimit.SourceCache, "denied"), "the last denial is the cache's")
+	assert.Equal(t, 4, h.total())
+}
+
+// allowN reports whether Take admits n events for key: the boolean that
+// tests of admission alone look at.
+func allowN(l *redislimit.Limiter, ctx context.Context, key string, n int) bool {
+	d, _, _ := l.Take(ctx, key, n)
+	return d.Allowed
+}
+
+// decision is the decision Take makes for n events for key, for the tests
+// that look at it alone.
+func decision(l *redislimit.Limiter, ctx context.Context, key string, n int) gcra.Decision {
+	d, _, _ := l.Take(ctx, key, n)
+	return d
 }

@@ -40,7 +40,7 @@ func WithHashTag() Option {
 }
 
 // WithTimeout bounds every call to Redis: after d, the Outage policy decides
-// and Result.Err wraps context.DeadlineExceeded. 0, the default, sets no
+// and the call's error wraps context.DeadlineExceeded. 0, the default, sets no
 // bound beyond the caller's context and the client's own ReadTimeout and
 // WriteTimeout (3s by default in go-redis).
 //

@@ -85,7 +85,7 @@ func TestOutageKillAndRestart(t *testing.T) {
 					defer wg.Done()
 					key := []string{"a", "b"}[g%2]
 					for !stop.Load() {
-						counts.add(l.Decide(context.Background(), key, 1))
+						counts.add(l.TakeResult(context.Background(), key, 1))
 					}
 				}()
 			}
@@ -138,27 +138,27 @@ func TestOutagePolicyDecisions(t *testing.T) {
 
 	closed, err := redislimit.New(c, gcra.PerMinute(30), 2) // FailClosed by default
 	require.NoError(t, err)
-	r := closed.Decide(ctx, "k", 1)
+	r := closed.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceFailClosed, r.Source)
 	assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "a hint: one interval, at most 1s")
 	assert.ErrorIs(t, r.Err, redislimit.ErrUnavailable)
-	assert.Equal(t, gcra.Never, closed.Decide(ctx, "k", 3).RetryAfter)
+	assert.Equal(t, gcra.Never, decision(closed, ctx, "k", 3).RetryAfter)
 	assert.Equal(t, redislimit.SourceFailClosed, closed.PeekResult(ctx, "k", 1).Source)
 
 	open, err := redislimit.New(c, gcra.PerMinute(30), 2, redislimit.WithOutage(redislimit.FailOpen))
 	require.NoError(t, err)
-	r = open.Decide(ctx, "k", 2)
+	r = open.TakeResult(ctx, "k", 2)
 	assert.Equal(t, redislimit.SourceFailOpen, r.Source)
 	assert.Equal(t, gcra.Decision{Allowed: true}, r.Decision)
-	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, open.Decide(ctx, "k", 3).Decision, "n > B never passes")
-	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, open.Decide(ctx, "k", 0).Decision)
+	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, decision(open, ctx, "k", 3), "n > B never passes")
+	assert.Equal(t, gcra.Decision{RetryAfter: gcra.Never}, decision(open, ctx, "k", 0))
 
 	fb, err := redislimit.New(c, gcra.PerMinute(30), 2, redislimit.WithOutage(redislimit.FallbackTo(local)))
 	require.NoError(t, err)
 	assert.Equal(t, stacktest.Peek(local, "k", 1), fb.PeekResult(ctx, "k", 1).Decision)
 	assert.True(t, fb.Allow(ctx, "k"))
 	assert.True(t, fb.Allow(ctx, "k"))
-	r = fb.Decide(ctx, "k", 1)
+	r = fb.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceFallback, r.Source)
 	assert.False(t, r.Allowed)
 	assert.Positive(t, r.RetryAfter)
@@ -175,11 +175,11 @@ func TestTimeout(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	l, err := redislimit.New(c, gcra.PerSecond(100), 10, redislimit.WithTimeout(timeout), redislimit.WithOutage(redislimit.FailOpen))
 	require.NoError(t, err)
-	require.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "k", 1).Source)
+	require.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "k", 1).Source)
 
 	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "1000", "ALL").Err())
 	start := time.Now()
-	r := l.Decide(ctx, "k", 1)
+	r := l.TakeResult(ctx, "k", 1)
 	elapsed := time.Since(start)
 	assert.Equal(t, redislimit.SourceFailOpen, r.Source)
 	assert.True(t, r.Allowed)
@@ -191,7 +191,7 @@ func TestTimeout(t *testing.T) {
 	// The caller's own, shorter deadline applies too, and is no outage: the
 	// caller gave up, so FailOpen admits nothing.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	r = l.Decide(short, "k", 1)
+	r = l.TakeResult(short, "k", 1)
 	cancel()
 	assert.Equal(t, redislimit.SourceCaller, r.Source)
 	assert.Equal(t, gcra.Decision{}, r.Decision)
@@ -199,5 +199,5 @@ func TestTimeout(t *testing.T) {
 	assert.NotErrorIs(t, r.Err, redislimit.ErrUnavailable)
 
 	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
-	waitFor(t, "redis to decide again", func() bool { return l.Decide(ctx, "k", 1).Source == redislimit.SourceRedis })
+	waitFor(t, "redis to decide again", func() bool { return l.TakeResult(ctx, "k", 1).Source == redislimit.SourceRedis })
 }

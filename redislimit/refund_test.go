@@ -42,7 +42,7 @@ func stored(t *testing.T, c *redis.Client, rkey string) string {
 }
 
 // TestTakeRefundRestores: a Take given back at once leaves the state a
-// limiter that never had the admission holds (Check before = Check after,
+// limiter that never had the admission holds (Peek before = Peek after,
 // and the same stored TAT); given back later, every decision from then on
 // is that limiter's.
 func TestTakeRefundRestores(t *testing.T) {
@@ -581,12 +581,12 @@ func TestRefundForgetsCacheEntry(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, l.Allow(ctx, "k"))
 	require.Equal(t, 1, l.CacheLen())
-	require.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source)
+	require.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source)
 	ok, err := l.Refund(ctx, "k", 1, r)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Zero(t, l.CacheLen())
-	d := l.Decide(ctx, "k", 1)
+	d := l.TakeResult(ctx, "k", 1)
 	assert.Equal(t, redislimit.SourceRedis, d.Source)
 	assert.True(t, d.Allowed)
 }

@@ -10,7 +10,7 @@ import (
 // A remote is one algorithm decided in Redis: the scripts it runs, their
 // arguments, and how a reply becomes a gcra.Decision and a receipt. A
 // Limiter holds one, GCRA's (New) or a rule's (NewRule, rule.go), and
-// Decide, Peek, Take, Check and Refund go through it; it reaches Redis only
+// Allow, Take, Peek and Refund go through it; it reaches Redis only
 // through Limiter.call (classify.go), so every script gets the same
 // timeout, breaker and classification of its errors. Implementations are
 // immutable.
@@ -62,7 +62,7 @@ func (gcraRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o 
 	}
 	// err is nil, or reports a corrupt state that the script repaired
 	// before deciding: the decision is Redis's all the same.
-	// The script decided in µs exactly as Decide does in ns on the same
+	// The script decided in µs exactly as Params.Decide does in ns on the same
 	// values (package doc), so the two agree on Allowed; the tests check it
 	// on every vector. Every field depends on TAT only through the debt; a
 	// denial describes the state as stored, so its ResetAfter is the debt.

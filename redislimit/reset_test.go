@@ -22,15 +22,15 @@ func TestReset(t *testing.T) {
 	require.NoError(t, err)
 	var clock fakeClock
 	l.SetLocalClock(clock.now)
-	require.True(t, l.AllowN(ctx, "k", 2))
-	require.True(t, l.AllowN(ctx, "other", 2))
+	require.True(t, allowN(l, ctx, "k", 2))
+	require.True(t, allowN(l, ctx, "other", 2))
 	require.False(t, l.Allow(ctx, "k"))
-	require.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source)
+	require.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source)
 
 	require.NoError(t, l.Reset(ctx, "k"))
 	assert.Equal(t, "", stored(t, c, l.Key("k")), "the state is gone")
 	assert.NotEqual(t, "", stored(t, c, l.Key("other")), "only the key's")
-	r := l.Decide(ctx, "k", 2)
+	r := l.TakeResult(ctx, "k", 2)
 	assert.Equal(t, redislimit.SourceRedis, r.Source, "the cache forgot the key")
 	assert.True(t, r.Allowed, "a full bucket again")
 	assert.False(t, l.Allow(ctx, "other"))
@@ -78,22 +78,22 @@ func TestCacheMaxAgeBoundsStaleness(t *testing.T) {
 		require.NoError(t, c.Del(ctx, l.Key("k")).Err())
 
 		clock.advance(want - 1)
-		r := l.Decide(ctx, "k", 1)
+		r := l.TakeResult(ctx, "k", 1)
 		assert.Equal(t, redislimit.SourceCache, r.Source, "stale, within the bound")
 		assert.False(t, r.Allowed)
 		assert.False(t, l.Allow(ctx, "k"))
 		clock.advance(1)
-		r = l.Decide(ctx, "k", 1)
+		r = l.TakeResult(ctx, "k", 1)
 		assert.Equal(t, redislimit.SourceRedis, r.Source, "max age %v: the entry no longer answers", want)
 		assert.True(t, r.Allowed)
 
 		// A Redis denial refreshes the entry's age.
 		require.False(t, l.Allow(ctx, "k")) // seen at want
 		clock.advance(want - 1)
-		assert.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source)
+		assert.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source)
 		clock.advance(1)
-		assert.Equal(t, redislimit.SourceRedis, l.Decide(ctx, "k", 1).Source, "then asks Redis, which denies")
-		assert.Equal(t, redislimit.SourceCache, l.Decide(ctx, "k", 1).Source, "refreshed")
+		assert.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, "k", 1).Source, "then asks Redis, which denies")
+		assert.Equal(t, redislimit.SourceCache, l.TakeResult(ctx, "k", 1).Source, "refreshed")
 	}
 	_, err := redislimit.New(c, gcra.Every(time.Hour), 1, redislimit.WithOverLimitCacheMaxAge(0))
 	assert.ErrorIs(t, err, redislimit.ErrInvalidCacheMaxAge)

@@ -148,7 +148,7 @@ func TestRuleState(t *testing.T) {
 		l, err := redislimit.NewRule(c, tc.rule, redislimit.WithKeyPrefix(uniq(t)))
 		require.NoError(t, err)
 		for _, n := range []int{0, 3, -1} {
-			assert.True(t, (n == 0) == l.Decide(ctx, "k", n).Allowed)
+			assert.True(t, (n == 0) == allowN(l, ctx, "k", n))
 		}
 		assert.True(t, l.PeekResult(ctx, "k", 1).Allowed)
 		n, err := c.Exists(ctx, l.Key("k")).Result()
@@ -170,7 +170,7 @@ func TestRuleState(t *testing.T) {
 		for range 5 {
 			assert.False(t, l.Allow(ctx, "k"))
 			assert.False(t, l.PeekResult(ctx, "k", 1).Allowed)
-			assert.False(t, l.AllowN(ctx, "k", 3))
+			assert.False(t, allowN(l, ctx, "k", 3))
 		}
 		assert.Equal(t, writes, commandCalls(t, c, "setrange")+commandCalls(t, c, "pexpire"), "%v: denials and peeks write nothing", tc.rule)
 		val2, err := c.Get(ctx, l.Key("k")).Result()
@@ -415,14 +415,14 @@ func TestRuleOutage(t *testing.T) {
 
 	closed, err := redislimit.NewRule(s, rule)
 	require.NoError(t, err)
-	assert.Equal(t, gcra.Decision{RetryAfter: 100 * time.Millisecond}, closed.Decide(ctx, "k", 1).Decision)
+	assert.Equal(t, gcra.Decision{RetryAfter: 100 * time.Millisecond}, decision(closed, ctx, "k", 1))
 	slow, err := redislimit.NewRule(s, atomiclimit.FixedWindowUTC(10, time.Hour, 0))
 	require.NoError(t, err)
-	assert.Equal(t, time.Second, slow.Decide(ctx, "k", 1).RetryAfter, "at most a second")
+	assert.Equal(t, time.Second, decision(slow, ctx, "k", 1).RetryAfter, "at most a second")
 
 	fb, err := redislimit.NewRule(s, rule, redislimit.WithOutage(redislimit.FallbackTo(local)))
 	require.NoError(t, err)
-	assert.Equal(t, redislimit.SourceFallback, fb.Decide(ctx, "k", 1).Source)
+	assert.Equal(t, redislimit.SourceFallback, fb.TakeResult(ctx, "k", 1).Source)
 	assert.False(t, fb.Allow(ctx, "k"), "the local log of 1")
 
 	calls := s.calls
@@ -446,10 +446,10 @@ func TestRuleNoScript(t *testing.T) {
 	ok, err := l.Refund(ctx, "k", 2, rc)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	r := l.Decide(ctx, "k", 1)
+	r := l.TakeResult(ctx, "k", 1)
 	require.NoError(t, r.Err)
 	assert.Equal(t, 4, r.Remaining)
-	assert.Equal(t, 3, l.Decide(ctx, "k", 1).Remaining)
+	assert.Equal(t, 3, decision(l, ctx, "k", 1).Remaining)
 	assert.Equal(t, evals+2, commandCalls(t, c, "eval"), "one EVAL per script, then EVALSHA")
 }
 
@@ -556,7 +556,7 @@ func TestRuleConcurrent(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for range 25 {
-						r := l.Decide(context.Background(), "k", 1)
+						r := l.TakeResult(context.Background(), "k", 1)
 						if r.Err != nil {
 							errs.Add(1)
 						}
@@ -588,8 +588,8 @@ func TestRuleReset(t *testing.T) {
 	} {
 		l, err := redislimit.NewRule(c, rule, redislimit.WithKeyPrefix(uniq(t)))
 		require.NoError(t, err)
-		require.True(t, l.AllowN(ctx, "k", 1))
-		require.True(t, l.AllowN(ctx, "k", 1))
+		require.True(t, allowN(l, ctx, "k", 1))
+		require.True(t, allowN(l, ctx, "k", 1))
 		require.False(t, l.Allow(ctx, "k"), "%v", rule)
 		require.NoError(t, l.Reset(ctx, "k"))
 		n, err := c.Exists(ctx, l.Key("k")).Result()

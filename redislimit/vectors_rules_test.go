@@ -18,7 +18,7 @@ import (
 )
 
 // The shared decision vectors of every rule NewRule decides. Each is a
-// timeline of Take, Check and Refund calls at explicit instants, run
+// timeline of Take, Peek and Refund calls at explicit instants, run
 // through an in-process limiter of the same rule (atomiclimit.NewKeyedRule
 // on a clock set to each instant) and through the script in a real
 // redis-server (the instant passed as Redis's now); every field of every
@@ -42,11 +42,11 @@ type rop uint8
 
 const (
 	opTake rop = iota
-	opCheck
+	opPeek
 	opRefund // gives back the receipt of step ref, with n
 )
 
-func (o rop) String() string { return [...]string{"take", "check", "refund"}[o] }
+func (o rop) String() string { return [...]string{"take", "peek", "refund"}[o] }
 
 // rstep is one call at at (µs after vt0).
 type rstep struct {
@@ -77,8 +77,8 @@ func take(at int64, n int, want *gcra.Decision) rstep {
 	return rstep{at: at, op: opTake, n: n, want: want}
 }
 
-func check(at int64, n int, want *gcra.Decision) rstep {
-	return rstep{at: at, op: opCheck, n: n, want: want}
+func peek(at int64, n int, want *gcra.Decision) rstep {
+	return rstep{at: at, op: opPeek, n: n, want: want}
 }
 
 func refund(at int64, ref, n int, ok bool) rstep {
@@ -95,7 +95,7 @@ func ruleVectors() []rvector {
 			take(0, 1, want(true, 2, 0, D(250), 0)),
 			take(ms(100), 2, want(true, 0, 0, D(150), D(150))),
 			take(ms(200), 1, want(false, 0, D(50), D(50), D(50))),
-			check(ms(249), 1, want(false, 0, time.Millisecond, time.Millisecond, time.Millisecond)),
+			peek(ms(249), 1, want(false, 0, time.Millisecond, time.Millisecond, time.Millisecond)),
 			take(ms(250), 3, want(true, 0, 0, D(1000), D(1000))), // a new window: the whole quota
 			refund(ms(300), 4, 2, true),                          // given back: 2 remain
 			refund(ms(300), 0, 1, false),                         // a window past: nothing to give back
@@ -120,7 +120,7 @@ func ruleVectors() []rvector {
 			// W − ⌊2W/3⌋ = 333333334ns into the window.
 			take(ms(1000), 2, want(false, 1, 333333334*time.Nanosecond, D(1000), 0)),
 			take(ms(1000), 1, want(true, 0, 0, D(2000), 333333334*time.Nanosecond)),
-			check(ms(1500), 1, want(true, 0, 0, D(1500), 166666667*time.Nanosecond)),
+			peek(ms(1500), 1, want(true, 0, 0, D(1500), 166666667*time.Nanosecond)),
 			take(ms(1500), 2, want(false, 1, 166666667*time.Nanosecond, D(1500), 0)),
 			take(1666667, 2, want(true, 0, 0, 1333333*time.Microsecond, 333333*time.Microsecond)),
 			refund(1666667, 5, 2, true),
@@ -159,7 +159,7 @@ func ruleVectors() []rvector {
 			take(ms(20), 1, want(true, 0, 0, D(1000), D(980))),
 			take(ms(999), 1, want(false, 0, 1000*time.Microsecond, D(21), 1000*time.Microsecond)),
 			take(ms(1000), 1, want(true, 0, 0, D(1000), D(10))),
-			check(ms(1010), 1, want(true, 0, 0, D(1000), D(10))),
+			peek(ms(1010), 1, want(true, 0, 0, D(1000), D(10))),
 			take(ms(1010), 2, want(false, 1, never, D(990), 0)),
 			take(ms(1010), 0, want(true, 1, 0, D(990), 0)),
 			// Backward time: the oldest expiry (1.01s) is 0.51s away.
@@ -168,7 +168,7 @@ func ruleVectors() []rvector {
 			take(ms(1020), 1, want(true, 0, 0, D(1000), D(980))),
 			refund(ms(1020), 10, 1, false), // the log gives nothing back
 			// At the latest expiry every slot has expired.
-			check(ms(2020), 1, want(true, 2, 0, D(1000), 0)),
+			peek(ms(2020), 1, want(true, 2, 0, D(1000), 0)),
 			take(ms(5000), 1, want(true, 2, 0, D(1000), 0)),
 		},
 	}, {
@@ -176,7 +176,7 @@ func ruleVectors() []rvector {
 		steps: []rstep{
 			take(0, 1, want(true, 0, 0, D(100), D(100))),
 			take(ms(99), 1, want(false, 0, time.Millisecond, time.Millisecond, time.Millisecond)),
-			check(ms(100), 1, want(true, 0, 0, D(100), D(100))),
+			peek(ms(100), 1, want(true, 0, 0, D(100), D(100))),
 			take(ms(100), 1, want(true, 0, 0, D(100), D(100))),
 			take(ms(150), 0, want(true, 0, 0, D(50), D(50))),
 		},
@@ -194,7 +194,7 @@ func ruleVectors() []rvector {
 			take(ms(100), 1, want(true, 0, 0, D(59900), D(9900))),
 			// Now the log is full until 10s: all or nothing, nothing taken.
 			take(ms(5000), 1, want(false, 0, D(5000), D(55000), D(5000))),
-			check(ms(10000), 1, want(true, 1, 0, D(50000), 0)),
+			peek(ms(10000), 1, want(true, 1, 0, D(50000), 0)),
 			// n above the log's 1: never, and the bands as they are.
 			take(ms(10000), 2, want(false, 2, never, D(50000), 0)),
 			refund(ms(10000), 3, 1, false), // bands give nothing back
@@ -212,7 +212,7 @@ func ruleVectors() []rvector {
 			take(ms(500), 2, want(false, 1, D(500), D(750), 0)), // the window's quota, until slice 0 leaves
 			take(ms(500), 1, want(true, 0, 0, D(1000), D(500))),
 			refund(ms(600), 4, 1, true),
-			check(ms(999), 1, want(true, 0, 0, D(751), D(1))),
+			peek(ms(999), 1, want(true, 0, 0, D(751), D(1))),
 			take(ms(1000), 2, want(true, 0, 0, D(1000), D(250))),      // slice 0 has left the window
 			take(ms(1000), 3, want(false, 0, never, D(1000), D(250))), // above the cap: never
 			take(ms(900), 1, want(false, 0, D(350), D(1100), D(350))), // stale: counted in the head's slice
@@ -228,7 +228,7 @@ func ruleVectors() []rvector {
 			take(0, 60, want(true, 0, 0, 24*time.Hour, time.Minute)),
 			take(ms(1000), 1, want(false, 0, 59*time.Second, 24*time.Hour-time.Second, 59*time.Second)),
 			take(ms(60_000), 60, want(true, 0, 0, 24*time.Hour-time.Minute, time.Minute)),
-			check(ms(86_400_000), 60, want(true, 0, 0, 24*time.Hour, time.Minute)), // hour 0 has left
+			peek(ms(86_400_000), 60, want(true, 0, 0, 24*time.Hour, time.Minute)), // hour 0 has left
 			take(ms(86_400_000)-1, 1, want(true, 59, 0, 23*time.Hour+time.Microsecond, 0)),
 		},
 	}, {
@@ -253,7 +253,7 @@ func ruleVectors() []rvector {
 			// The window's first admission, given back with two after it:
 			// the window now opens at the give-back's time, [400ms, 1.4s).
 			refund(ms(400), 0, 1, true),
-			check(ms(1200), 1, want(true, 0, 0, D(200), D(200))),
+			peek(ms(1200), 1, want(true, 0, 0, D(200), D(200))),
 			take(ms(1200), 1, want(true, 0, 0, D(200), D(200))),
 			take(ms(1400), 3, want(true, 0, 0, D(1000), D(1000))), // a new window
 			refund(ms(1500), 5, 1, false),                         // its window has passed
@@ -284,7 +284,7 @@ func ruleVectors() []rvector {
 		steps: []rstep{
 			take(0, 1, want(false, 0, never, 0, never)),
 			take(0, 0, want(true, 0, 0, 0, never)),
-			check(0, 1, want(false, 0, never, 0, never)),
+			peek(0, 1, want(false, 0, never, 0, never)),
 		},
 	}}
 }
@@ -359,7 +359,7 @@ func randomRuleVectors(seed uint64) []rvector {
 			case r < 6:
 				s.op = opTake
 			case r < 8:
-				s.op = opCheck
+				s.op = opPeek
 			default:
 				if j == 0 {
 					break
@@ -395,7 +395,7 @@ func TestVectorsRulesInProcess(t *testing.T) {
 			switch s.op {
 			case opTake:
 				d, receipts[i], _ = k.Take(ctx, "k", s.n)
-			case opCheck:
+			case opPeek:
 				d, _ = k.Peek(ctx, "k", s.n)
 			case opRefund:
 				d.Allowed, _ = k.Refund(ctx, "k", s.n, receipts[s.ref])
@@ -460,7 +460,7 @@ func runRuleVector(t *testing.T, c redis.UniversalClient, v rvector, prefix stri
 			require.Equal(t, redislimit.SourceRedis, r.Source, "%s: %v", where, r.Err)
 			got = r.Decision
 			require.Equal(t, refReceipts[i] != (atomiclimit.Receipt{}), receipts[i] != (atomiclimit.Receipt{}), "%s: receipt %d, in process %d", where, receipts[i], refReceipts[i])
-		case opCheck:
+		case opPeek:
 			want, _ = k.Peek(ctx, key, s.n)
 			r := l.DecideAt(ctx, key, s.n, false, now)
 			require.Equal(t, redislimit.SourceRedis, r.Source, "%s: %v", where, r.Err)

@@ -177,10 +177,13 @@ func main() {
 	mux := http.NewServeMux()
 	mux.Handle("GET /hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
-		switch d := lim.Decide(r.Context(), ip, 1); {
+		d, _, err := lim.Take(r.Context(), ip, 1)
+		switch {
 		case d.Allowed:
 			io.WriteString(w, "hello\n")
-		case d.Err != nil && d.Source != redislimit.SourceRedis:
+		case err != nil && !errors.Is(err, redislimit.ErrCorrupt):
+			// Redis did not decide (a corrupt state it repaired and decided
+			// on is its denial): the limit could not be checked.
 			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 		default:
 			w.Header().Set("Retry-After", fmt.Sprint(int((d.RetryAfter+time.Second-1)/time.Second)))
@@ -200,13 +203,13 @@ func main() {
 func selfTest(lim *redislimit.Limiter, rdb *redis.Client, hook *PromHook) {
 	ctx := context.Background()
 	for range 8 {
-		lim.Decide(ctx, "192.0.2.1", 1) // 5 admitted, then denied (Redis once, then the cache)
+		lim.Allow(ctx, "192.0.2.1") // 5 admitted, then denied (Redis once, then the cache)
 	}
 	if err := rdb.Set(ctx, lim.Key("192.0.2.2"), "garbage", 0).Err(); err != nil {
 		log.Fatal(err)
 	}
-	if r := lim.Decide(ctx, "192.0.2.2", 1); !errors.Is(r.Err, redislimit.ErrCorrupt) {
-		log.Fatalf("want a repaired corrupt state, got %v: is Redis at -addr?", r.Err)
+	if _, _, err := lim.Take(ctx, "192.0.2.2", 1); !errors.Is(err, redislimit.ErrCorrupt) {
+		log.Fatalf("want a repaired corrupt state, got %v: is Redis at -addr?", err)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -223,7 +226,7 @@ func selfTest(lim *redislimit.Limiter, rdb *redis.Client, hook *PromHook) {
 		log.Fatal(err)
 	}
 	for range 4 {
-		unreachable.Decide(ctx, "192.0.2.1", 1) // 2 outages, then the breaker skips Redis
+		unreachable.Take(ctx, "192.0.2.1", 1) // 2 outages, then the breaker skips Redis
 	}
 }
 
