@@ -195,7 +195,7 @@ func TestReadOnlyReplica(t *testing.T) {
 			p := newPolicy(t, pname)
 			h := newRecHook()
 			l, err := redislimit.New(rc, gcra.Every(time.Hour), 1, redislimit.WithKeyPrefix(uniq(t)),
-				redislimit.WithOutage(p.outage), redislimit.WithBreaker(1, time.Hour), redislimit.WithHook("p", h))
+				redislimit.WithOutage(p.outage), redislimit.WithBreaker(1, time.Hour), redislimit.WithHook("p", h.hook()))
 			require.NoError(t, err)
 			for range 2 {
 				r := l.TakeResult(ctx, "k", 1)

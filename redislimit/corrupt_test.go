@@ -134,7 +134,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 					p := newPolicy(t, pname)
 					h := newRecHook()
 					l, err := redislimit.New(c, gcra.Every(time.Minute), burst, redislimit.WithKeyPrefix(uniq(t)),
-						redislimit.WithOutage(p.outage), redislimit.WithHook("p", h))
+						redislimit.WithOutage(p.outage), redislimit.WithHook("p", h.hook()))
 					require.NoError(t, err)
 					T := int64(l.Params().Interval() / time.Microsecond)
 					span := burst * T

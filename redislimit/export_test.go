@@ -59,6 +59,9 @@ func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64
 	return l.take(ctx, key, n, nowMicros)
 }
 
+// Hooked reports whether the Limiter has a hook to report to.
+func (l *Limiter) Hooked() bool { return l.hook != nil }
+
 // SetLocalClock replaces the over-limit cache's clock (ns).
 func (l *Limiter) SetLocalClock(now func() int64) { l.nowHook = now }
 

@@ -56,6 +56,11 @@ func (h *recHook) Error(policy string, src redislimit.Source, err error) {
 	h.add(policy, src, "error", 0, err)
 }
 
+// hook is h as a Limiter's Hook, every event heard.
+func (h *recHook) hook() *redislimit.Hook {
+	return &redislimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Error: h.Error}
+}
+
 func (h *recHook) count(src redislimit.Source, kind string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -90,7 +95,7 @@ func TestHookDecisions(t *testing.T) {
 	ctx := context.Background()
 	h := newRecHook()
 	l, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithKeyPrefix(uniq(t)),
-		redislimit.WithOverLimitCache(10), redislimit.WithHook("per-user", h))
+		redislimit.WithOverLimitCache(10), redislimit.WithHook("per-user", h.hook()))
 	require.NoError(t, err)
 	var clock fakeClock
 	l.SetLocalClock(clock.now)
@@ -113,7 +118,7 @@ func TestHookDecisions(t *testing.T) {
 
 	// Static limits report with SourceStatic.
 	hs := newRecHook()
-	unlimited, err := redislimit.New(c, gcra.Unlimited, 1, redislimit.WithHook("free", hs))
+	unlimited, err := redislimit.New(c, gcra.Unlimited, 1, redislimit.WithHook("free", hs.hook()))
 	require.NoError(t, err)
 	require.True(t, unlimited.Allow(ctx, "k"))
 	assert.Equal(t, 1, hs.count(redislimit.SourceStatic, "allowed"))
@@ -138,7 +143,7 @@ func TestHookOutage(t *testing.T) {
 	for _, pname := range policyNames {
 		p := newPolicy(t, pname)
 		h := newRecHook()
-		l, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithOutage(p.outage), redislimit.WithHook("p", h))
+		l, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithOutage(p.outage), redislimit.WithHook("p", h.hook()))
 		require.NoError(t, err)
 		r := l.TakeResult(ctx, "k", 1)
 		require.Equal(t, p.source, r.Source)
@@ -172,7 +177,7 @@ func TestHookUnsetCostsNothing(t *testing.T) {
 	for _, hooked := range []bool{false, true} {
 		opts := []redislimit.Option{redislimit.WithKeyPrefix(uniq(t)), redislimit.WithOverLimitCache(10)}
 		if hooked {
-			opts = append(opts, redislimit.WithHook("p", countHook{}))
+			opts = append(opts, redislimit.WithHook("p", nopHook()))
 		}
 		l, err := redislimit.New(s.client(t), gcra.Every(time.Hour), 1, opts...)
 		require.NoError(t, err)
@@ -189,9 +194,56 @@ func TestHookUnsetCostsNothing(t *testing.T) {
 	}
 }
 
-// countHook counts nothing; its methods do not allocate.
-type countHook struct{}
+// nopHook hears every event and does nothing with it; it does not
+// allocate.
+func nopHook() *redislimit.Hook {
+	return &redislimit.Hook{
+		Allowed: func(string, redislimit.Source, int) {},
+		Denied:  func(string, redislimit.Source, int, time.Duration) {},
+		Error:   func(string, redislimit.Source, error) {},
+	}
+}
 
-func (countHook) Allowed(string, redislimit.Source, int)               {}
-func (countHook) Denied(string, redislimit.Source, int, time.Duration) {}
-func (countHook) Error(string, redislimit.Source, error)               {}
+// TestHookNilFields: a nil field is an event nobody hears, the others are
+// heard as usual; New copies the Hook, so a field set later is not heard;
+// a Hook with no field set, and a nil one, are no hook.
+func TestHookNilFields(t *testing.T) {
+	s := sharedServer(t)
+	c := s.client(t)
+	ctx := context.Background()
+	var denied, errs int
+	h := &redislimit.Hook{Denied: func(_ string, src redislimit.Source, n int, retry time.Duration) {
+		denied++
+		assert.Equal(t, redislimit.SourceRedis, src)
+		assert.Equal(t, 1, n)
+		assert.Positive(t, retry)
+	}}
+	l, err := redislimit.New(c, gcra.Every(time.Hour), 1, redislimit.WithKeyPrefix(uniq(t)), redislimit.WithHook("p", h))
+	require.NoError(t, err)
+	require.True(t, l.Hooked())
+	h.Error = func(string, redislimit.Source, error) { errs++ } // after New: not heard
+	require.True(t, l.Allow(ctx, "k"))                          // Allowed is nil: not heard
+	require.False(t, l.Allow(ctx, "k"))
+	_, _, err = l.Take(ctx, "k", 1)
+	require.NoError(t, err)
+	assert.Equal(t, 2, denied)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, err = l.Take(cancelled, "k", 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = l.Refund(cancelled, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1}))
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, l.Reset(cancelled, "k"), context.Canceled)
+	assert.Zero(t, errs, "the Error set after New is not heard")
+	assert.Equal(t, 2, denied)
+
+	for _, none := range []*redislimit.Hook{nil, {}} {
+		l, err := redislimit.New(c, gcra.Every(time.Hour), 1, redislimit.WithKeyPrefix(uniq(t)), redislimit.WithHook("p", none))
+		require.NoError(t, err)
+		assert.False(t, l.Hooked(), "no hook: one branch per decision")
+		require.True(t, l.Allow(ctx, "k"))
+		require.False(t, l.Allow(ctx, "k"))
+		_, _, err = l.Take(cancelled, "k", 1)
+		require.ErrorIs(t, err, context.Canceled)
+	}
+}

@@ -70,8 +70,9 @@ type Limiter struct {
 	outage  Outage
 	cache   *overLimitCache // nil unless WithOverLimitCache
 	breaker *breaker        // nil unless WithBreaker
-	// hook, if not nil, is told of every decision (WithHook).
-	hook       Hook
+	// hook, if not nil, is told of every decision (WithHook): a copy of the
+	// user's, with at least one field set.
+	hook       *Hook
 	hookPolicy string
 
 	// epoch is the over-limit cache's time base: local times are

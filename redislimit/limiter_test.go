@@ -336,7 +336,7 @@ func TestExampleFlow(t *testing.T) {
 		redislimit.WithKeyPrefix(uniq(t)),
 		redislimit.WithTimeout(100*time.Millisecond),
 		redislimit.WithOverLimitCache(10_000),
-		redislimit.WithHook("per-user", h))
+		redislimit.WithHook("per-user", h.hook()))
 	require.NoError(t, err)
 	ctx := context.Background()
 	var got []string

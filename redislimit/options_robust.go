@@ -14,7 +14,7 @@ type robustConfig struct {
 	breakerFailures int
 	breakerWindow   time.Duration
 	breakerSet      bool
-	hook            Hook
+	hook            *Hook
 	hookPolicy      string
 	cacheMaxAge     time.Duration
 	cacheMaxAgeSet  bool
@@ -53,9 +53,10 @@ func WithBreaker(failures int, window time.Duration) Option {
 }
 
 // WithHook makes the Limiter report its decisions and errors to h, under
-// the name policy (see Hook). Without it, a decision pays one predictable
-// branch.
-func WithHook(policy string, h Hook) Option {
+// the name policy (see Hook). New copies h: later changes to it are not
+// heard. Without a hook (nil, or one whose fields are all nil), a decision
+// pays one predictable branch.
+func WithHook(policy string, h *Hook) Option {
 	return optionFunc(func(c *config) { c.robust.hook, c.robust.hookPolicy = h, policy })
 }
 
@@ -92,6 +93,6 @@ func (l *Limiter) applyRobust(rc *robustConfig) error {
 	if l.cache != nil {
 		l.cache.maxAge = int64(maxAge)
 	}
-	l.hook, l.hookPolicy = rc.hook, rc.hookPolicy
+	l.hook, l.hookPolicy = rc.hook.heard(), rc.hookPolicy
 	return nil
 }

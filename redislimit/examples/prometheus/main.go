@@ -62,7 +62,8 @@ func class(err error) string {
 	return "caller"
 }
 
-// PromHook implements redislimit.Hook with Prometheus counters. Every child
+// PromHook counts a Limiter's hook events in Prometheus metrics (Hook
+// returns it as a redislimit.Hook). Every child
 // of every declared policy is created up front, so an event is a map read,
 // two slice indexes and an atomic add: no label hashing, no allocation.
 type PromHook struct {
@@ -129,10 +130,12 @@ func (h *PromHook) metrics(p string) *policyMetrics {
 	return h.vecs.forPolicy(p) // a policy not declared: slower, still correct
 }
 
+// Allowed counts an admission by src.
 func (h *PromHook) Allowed(policy string, src redislimit.Source, n int) {
 	h.metrics(policy).decisions[src][0].Inc()
 }
 
+// Denied counts a denial by src, and its wait.
 func (h *PromHook) Denied(policy string, src redislimit.Source, n int, retryAfter time.Duration) {
 	m := h.metrics(policy)
 	m.decisions[src][1].Inc()
@@ -141,11 +144,15 @@ func (h *PromHook) Denied(policy string, src redislimit.Source, n int, retryAfte
 	}
 }
 
+// Error counts an error by its class.
 func (h *PromHook) Error(policy string, src redislimit.Source, err error) {
 	h.metrics(policy).errors[src][class(err)].Inc()
 }
 
-var _ redislimit.Hook = (*PromHook)(nil)
+// Hook returns h as a Limiter's Hook, every event heard.
+func (h *PromHook) Hook() *redislimit.Hook {
+	return &redislimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Error: h.Error}
+}
 
 func main() {
 	network := flag.String("network", "tcp", "how to reach Redis: tcp or unix")
@@ -163,7 +170,7 @@ func main() {
 		redislimit.WithTimeout(50*time.Millisecond),
 		redislimit.WithOverLimitCache(10_000),
 		redislimit.WithBreaker(5, time.Second),
-		redislimit.WithHook("per-ip", hook))
+		redislimit.WithHook("per-ip", hook.Hook()))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,7 +228,7 @@ func selfTest(lim *redislimit.Limiter, rdb *redis.Client, hook *PromHook) {
 	down := redis.NewClient(&redis.Options{Addr: closed, MaxRetries: -1, DialerRetries: 1})
 	defer down.Close()
 	unreachable, err := redislimit.New(down, gcra.PerSecond(5), 5,
-		redislimit.WithBreaker(2, time.Minute), redislimit.WithHook("unreachable", hook))
+		redislimit.WithBreaker(2, time.Minute), redislimit.WithHook("unreachable", hook.Hook()))
 	if err != nil {
 		log.Fatal(err)
 	}
