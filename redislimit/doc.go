@@ -205,7 +205,9 @@
 // moment its request was sent, on the process's monotonic clock; its
 // tokens are never spent after that, and never handed back: they are
 // dropped. A process holds at most one lease of a key: it asks for a new
-// one under the key's lock, after dropping what is left of the old.
+// one under the key's lock, after dropping what is left of the old. Its
+// verbs are the Limiter's Allow and Take; a decision made from a lease
+// reports, as Remaining, the tokens left in the lease (Leased.Take).
 //
 // The key's lock and lease live in a cell, which the process frees once the
 // key has asked for no lease for 2·L_max (Leased.Sweep, and a sweep Leased

@@ -81,7 +81,7 @@ func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit
 func (ls *Leased) SetClock(now func() int64) { ls.nowHook = now }
 
 // OnAdmit has f see every admission from a lease, with the clock reading
-// (ns since the epoch) it was decided at. Set it before any AllowN.
+// (ns since the epoch) it was decided at. Set it before any Take.
 func (ls *Leased) OnAdmit(f func(t int64, n int)) { ls.onAdmit = f }
 
 // SetEpoch sets the lease clock's epoch, so that several Leased share one.
@@ -116,7 +116,7 @@ const SweepFloor = sweepFloor
 
 // SetIdle sets how long a key asks for no lease before a sweep frees its
 // cell (2·MaxLife by default); 0 frees every cell whose lock is free. Set
-// it before any AllowN.
+// it before any Take.
 func (ls *Leased) SetIdle(d time.Duration) { ls.idle = int64(d) }
 
 func (ls *Leased) hooks() *leaseHooks {
@@ -129,14 +129,14 @@ func (ls *Leased) hooks() *leaseHooks {
 // OnLocking has f run when a refill of key is about to lock its cell,
 // between finding the cell in the map and locking it; retry reports that
 // the refill locked a cell before and found it dead. Set it before any
-// AllowN.
+// Take.
 func (ls *Leased) OnLocking(f func(key string, retry bool)) { ls.hooks().locking = f }
 
 // OnRequest has start run when a refill of key asks for a lease, and done
 // when the reply came, both under the cell's lock. start's current reports
 // whether the cell asking is the map's cell of key and not dead (a request
 // on any other cell would be a second lease of key in this process). Set
-// it before any AllowN.
+// it before any Take.
 func (ls *Leased) OnRequest(start func(key string, current bool), done func(key string)) {
 	h := ls.hooks()
 	h.asking = func(key string, c *leaseCell) {
@@ -150,7 +150,7 @@ func (ls *Leased) OnRequest(start func(key string, current bool), done func(key 
 func (ls *Leased) AutoSweeping() bool { return ls.sweeping.Load() }
 
 // OnSwept has f see the end of every sweep, with the cells it freed, on
-// the sweep's goroutine. Set it before any AllowN or Sweep.
+// the sweep's goroutine. Set it before any Take or Sweep.
 func (ls *Leased) OnSwept(f func(freed int)) { ls.hooks().swept = f }
 
 // HoldCell returns a spend of n tokens on key's cell as the map holds it
@@ -160,5 +160,5 @@ func (ls *Leased) HoldCell(key string) (spend func(n int) bool) {
 	if !ok {
 		panic("HoldCell: no cell for " + key)
 	}
-	return func(n int) bool { return ls.spend(c, n) }
+	return func(n int) bool { _, ok := ls.spend(c, n); return ok }
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/puzpuzpuz/xsync/v3"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
 // ErrInvalidLease: NewLeased was given a nil Limiter, one of NewRule or of a
@@ -24,7 +27,9 @@ const MaxLease = 1<<leaseTokenBits - 1
 // A Leased decides a Limiter's requests from leases: a process takes up to k
 // tokens of a key in one round trip and spends them locally, lock-free, until
 // they run out or expire. The fleet bound, its proof and how k adapts are in
-// the package doc ("Leases"). It is safe for concurrent use.
+// the package doc ("Leases"). It is safe for concurrent use. Its verbs are
+// the Limiter's Allow and Take: Take's decision from a lease reports the
+// lease's tokens left, not the key's state in Redis (see Take).
 //
 // Spending from a lease is one lock-free map load, one clock read and a CAS
 // on one word; it takes no lock and allocates nothing. Taking a new lease
@@ -33,8 +38,9 @@ const MaxLease = 1<<leaseTokenBits - 1
 // the other goroutines that find the lease empty wait for that round trip.
 //
 // Leased uses the Limiter's client, key prefix, timeout, breaker and Outage
-// policy; it reports nothing to the Limiter's Hook and does not consult its
-// over-limit cache. It has no receipts: an admission from a lease cannot be
+// policy; its leases report nothing to the Limiter's Hook and do not
+// consult its over-limit cache (a request larger than a lease is the
+// Limiter's decision, and does both). It has no receipts: an admission from a lease cannot be
 // refunded, and Leased is not a KeyedLimiter.
 //
 // Memory. Each key this process leases has a cell: its lease word, a mutex,
@@ -179,39 +185,63 @@ func (ls *Leased) MaxLife() time.Duration {
 	return time.Duration(max(int64(ls.maxLease)*int64(ls.l.params.Interval()), ls.minLife))
 }
 
-// Allow is shorthand for AllowN(ctx, key, 1).
+// Allow reports whether one event for key may happen now, and spends a
+// token if so: Take(ctx, key, 1)'s Allowed.
 func (ls *Leased) Allow(ctx context.Context, key string) bool {
-	return ls.AllowN(ctx, key, 1)
+	d, _, _ := ls.Take(ctx, key, 1)
+	return d.Allowed
 }
 
-// AllowN reports whether n events for key may happen now, and spends n
-// tokens if so: from this process's lease of key when it holds n unexpired
+// Take decides a request for n events for key, and spends n tokens if it
+// is admitted: from this process's lease of key when it holds n unexpired
 // tokens (no round trip, no lock, no allocation), else from a new lease
-// (one round trip). n = 0 is admitted and spends nothing; n < 0 is denied.
-// n > the most one lease holds is decided by the Limiter, in one call
-// (Limiter.Take). When Redis fails, the Limiter's Outage policy decides
-// the request (FailOpen admits, FallbackTo's limiter decides), without a
-// lease.
-//
+// (one round trip). n > the most one lease holds is decided by the
+// Limiter, in one call (its Take's decision). n = 0 is admitted and spends
+// nothing; n < 0 is denied (RetryAfter gcra.Never); neither makes a call.
 // A request that Redis cannot cover (it has fewer than n tokens) is denied
 // and takes nothing. ctx bounds the round trip only: a spend from a lease
 // answers whatever ctx, as the over-limit cache does.
-func (ls *Leased) AllowN(ctx context.Context, key string, n int) bool {
+//
+// A decision made in this process, from a lease (n = 0 included), says
+// Allowed and, as Remaining, the tokens left in this process's lease of
+// key, which it may spend without a round trip (Redis may hold more); its
+// durations are 0: a spend reads nothing of the key's state in Redis. A
+// denial is made in Redis, and is the Limiter's decision, every field:
+// Redis had fewer than n tokens. The exception is a lease that arrived
+// already expired (its life was shorter than the round trip: see
+// NewLeased's minLife): its tokens are dropped and the request is denied
+// with RetryAfter 0, as there was room.
+//
+// The receipt is always the zero Receipt: an admission from a lease cannot
+// be given back (Leased has no Refund, and is not a KeyedLimiter). The
+// error is the Limiter's Take's: ErrCorrupt for a state the lease's call
+// repaired (and the request is denied); when Redis fails, an error
+// wrapping ErrUnavailable or ErrRejected with the Limiter's Outage
+// policy's decision (FailOpen admits, FallbackTo's limiter decides),
+// without a lease; the caller's ctx.Err() when it gave up first.
+func (ls *Leased) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
-		if n > ls.maxLease {
+		switch {
+		case n > ls.maxLease:
 			r, _ := ls.l.decide(ctx, key, n, opTake, -1)
-			return r.Allowed
+			return r.Decision, atomiclimit.Receipt{}, r.Err
+		case n == 0:
+			return gcra.Decision{Allowed: true}, atomiclimit.Receipt{}, nil
 		}
-		return n == 0
+		return gcra.Decision{RetryAfter: gcra.Never}, atomiclimit.Receipt{}, nil
 	}
-	if c, ok := ls.cells.Load(key); ok && ls.spend(c, n) {
-		return true
+	if c, ok := ls.cells.Load(key); ok {
+		if left, ok := ls.spend(c, n); ok {
+			return gcra.Decision{Allowed: true, Remaining: left}, atomiclimit.Receipt{}, nil
+		}
 	}
-	return ls.refill(ctx, key, n)
+	d, err := ls.refill(ctx, key, n)
+	return d, atomiclimit.Receipt{}, err
 }
 
-// spend takes n from c's lease if it holds n unexpired tokens.
-func (ls *Leased) spend(c *leaseCell, n int) bool {
+// spend takes n from c's lease if it holds n unexpired tokens, and returns
+// how many are left.
+func (ls *Leased) spend(c *leaseCell, n int) (left int, ok bool) {
 	for {
 		// First load the lease, then read the clock: the reading is then
 		// no earlier than the lease's arrival (the package doc's proof
@@ -219,25 +249,25 @@ func (ls *Leased) spend(c *leaseCell, n int) bool {
 		w := c.state.Load()
 		now := ls.now()
 		if uint64(now)>>leaseTimeShift >= w>>leaseTokenBits || w&leaseTokenMask < uint64(n) {
-			return false // expired or too few: no store
+			return 0, false // expired or too few: no store
 		}
 		if c.state.CompareAndSwap(w, w-uint64(n)) {
 			if ls.onAdmit != nil {
 				ls.onAdmit(now, n)
 			}
-			return true
+			return int(w&leaseTokenMask) - n, true
 		}
 		// Lost the race to another spend (or a refill's drop): try again.
 	}
 }
 
-// refill is AllowN's slow path: under the key's cell's mu, a lease of k
+// refill is Take's slow path: under the key's cell's mu, a lease of k
 // tokens (or n, if more) in one round trip.
-func (ls *Leased) refill(ctx context.Context, key string, n int) bool {
+func (ls *Leased) refill(ctx context.Context, key string, n int) (gcra.Decision, error) {
 	c := ls.lockCell(key)
 	defer c.mu.Unlock()
-	if ls.spend(c, n) {
-		return true // another goroutine took a lease while we waited
+	if left, ok := ls.spend(c, n); ok {
+		return gcra.Decision{Allowed: true, Remaining: left}, nil // another goroutine took a lease while we waited
 	}
 	// First drop what is left of the old lease, then ask for a new one: the
 	// process never holds two leases of key (the P·k_max bound needs it).
@@ -255,15 +285,24 @@ func (ls *Leased) refill(ctx context.Context, key string, n int) bool {
 		ls.test.asking(key, c)
 	}
 	ls.countRequest()
-	got, err := ls.lease(ctx, key, n, max(int(c.k), n))
+	got, debt, err := ls.lease(ctx, key, n, max(int(c.k), n))
 	if ls.test != nil && ls.test.replied != nil {
 		ls.test.replied(key)
 	}
-	if err != nil {
-		return ls.l.fail(key, n, true, err).Allowed
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		r := ls.l.fail(key, n, true, err)
+		return r.Decision, r.Err
 	}
 	if got == 0 {
-		return false // Redis had fewer than n: it took nothing
+		// Redis had fewer than n (or repaired a corrupt state): it took
+		// nothing. Its decision for n, as the Limiter rebuilds it.
+		_, d := ls.l.params.Decide(debt, 0, n)
+		if d.Allowed {
+			// Unreachable (see gcraRemote.decide): trust what Redis did.
+			scriptMismatches.Add(1)
+			d.Allowed = false
+		}
+		return d, err
 	}
 	// First install the lease, then spend n from it as any spend does: a
 	// lease that arrived expired is never spent (the next refill drops it
@@ -275,7 +314,8 @@ func (ls *Leased) refill(ctx context.Context, key string, n int) bool {
 	end := sent + min(life, math.MaxInt64-sent)
 	exp := min(uint64(end)>>leaseTimeShift, leaseMaxExpiry)
 	c.state.Store(exp<<leaseTokenBits | uint64(got))
-	return ls.spend(c, n)
+	left, ok := ls.spend(c, n)
+	return gcra.Decision{Allowed: ok, Remaining: left}, nil
 }
 
 // lockCell returns key's cell, the one the map holds (made if there is
@@ -376,24 +416,33 @@ func (ls *Leased) freeLocked(key string, c *leaseCell) bool {
 var leaseArgs = [...]any{opArgs[opLease], ""}
 
 // lease takes as many tokens of key as Redis has, up to q, if that is at
-// least n (1 ≤ n ≤ q ≤ B), in one call, and returns how many (0: none). An
-// error is call's; a corrupt state is repaired (as Take repairs it), and
-// leases nothing.
-func (ls *Leased) lease(ctx context.Context, key string, n, q int) (int, error) {
+// least n (1 ≤ n ≤ q ≤ B), in one call, and returns how many (0: none) and
+// the key's debt before the call, in ns. An error is call's, or wraps
+// ErrCorrupt: the call repaired a corrupt state (as Take repairs it), and
+// leased nothing.
+func (ls *Leased) lease(ctx context.Context, key string, n, q int) (got int, debt int64, err error) {
 	l := ls.l
-	reply, err := l.call(ctx, &decideScript, []string{l.Key(key)}, l.argT, l.argSpan, q, leaseArgs[0], leaseArgs[1], n)
+	rkey := l.Key(key)
+	reply, err := l.call(ctx, &decideScript, []string{rkey}, l.argT, l.argSpan, q, leaseArgs[0], leaseArgs[1], n)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	r, ok := reply.([]any)
 	if !ok || len(r) < 2 || len(r) > 3 {
-		return 0, rejectedReply(&decideScript, reply)
+		return 0, 0, rejectedReply(&decideScript, reply)
 	}
-	got, ok := r[1].(int64)
-	if !ok || got < 0 || got > int64(q) || (got > 0 && got < int64(n)) {
-		return 0, rejectedReply(&decideScript, reply)
+	v, ok := r[0].(int64)
+	if !ok || v < 0 {
+		return 0, 0, rejectedReply(&decideScript, reply)
 	}
-	return int(got), nil
+	k, ok := r[1].(int64)
+	if !ok || k < 0 || k > int64(q) || (k > 0 && k < int64(n)) || (len(r) == 3 && k > 0) {
+		return 0, 0, rejectedReply(&decideScript, reply)
+	}
+	if len(r) == 3 {
+		err = corrupt(rkey, r[2])
+	}
+	return int(k), min(v>>1, maxDebtMicros) * 1000, err
 }
 
 // now is ns since the epoch, on the monotonic clock.

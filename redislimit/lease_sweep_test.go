@@ -334,7 +334,7 @@ func TestLeasedSweepStress(t *testing.T) {
 				defer workers.Done()
 				for i := 0; i < perG && time.Now().Before(end); i++ {
 					k := (p + g + i) % keys
-					ls.AllowN(ctx, string(rune('a'+k)), k+1)
+					ls.Take(ctx, string(rune('a'+k)), k+1)
 				}
 			}()
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
@@ -112,7 +113,7 @@ func testFleetBound(t *testing.T, maxLease int, minLife time.Duration, maxN int)
 		go func() {
 			defer wg.Done()
 			for i := 0; time.Now().Before(end); i++ {
-				ls.AllowN(ctx, "hot", 1+i%maxN)
+				ls.Take(ctx, "hot", 1+i%maxN)
 			}
 		}()
 	}
@@ -204,8 +205,9 @@ func TestLeasedAdapts(t *testing.T) {
 }
 
 // TestLeasedPartial: a nearly empty bucket still leases what it has; a
-// request Redis cannot cover takes nothing; a refill drops what is left of
-// the old lease.
+// request Redis cannot cover takes nothing, with Redis's decision; a
+// refill drops what is left of the old lease; a spend's decision counts
+// the lease's tokens left.
 func TestLeasedPartial(t *testing.T) {
 	s := sharedServer(t)
 	l, err := redislimit.New(s.client(t), gcra.Every(time.Hour), 10, redislimit.WithKeyPrefix(uniq(t)))
@@ -225,17 +227,44 @@ func TestLeasedPartial(t *testing.T) {
 		wantK, wantLeft int
 	}{
 		{1, true, 8, 2},  // k = 8 asked, Redis had 3: leased
-		{3, false, 8, 0}, // 2 left < 3: dropped; Redis is empty: nothing taken
+		{1, true, 8, 1},  // from the lease
+		{3, false, 8, 0}, // 1 left < 3: dropped; Redis is empty: nothing taken
 		{1, false, 8, 0},
 		{0, true, 8, 0},
 		{-1, false, 8, 0},
 		{9, false, 8, 0}, // above maxLease: the Limiter decides, in one call
 	} {
-		if got := ls.AllowN(ctx, "k", c.n); got != c.want {
-			t.Fatalf("step %d: AllowN(%d) = %v, want %v", i, c.n, got, c.want)
+		d, r, err := ls.Take(ctx, "k", c.n)
+		if err != nil || d.Allowed != c.want || r != (atomiclimit.Receipt{}) {
+			t.Fatalf("step %d: Take(%d) = %+v, %v, %v, want allowed %v, no receipt, no error", i, c.n, d, r, err, c.want)
 		}
-		if k, left := ls.LeaseState("k"); k != c.wantK || left != c.wantLeft {
+		k, left := ls.LeaseState("k")
+		if k != c.wantK || left != c.wantLeft {
 			t.Fatalf("step %d: k, left = %d, %d, want %d, %d", i, k, left, c.wantK, c.wantLeft)
+		}
+		switch {
+		case c.n == 0:
+			if d != (gcra.Decision{Allowed: true}) {
+				t.Fatalf("step %d: %+v, want an admitted peek that reads nothing", i, d)
+			}
+		case c.n < 0:
+			if d != (gcra.Decision{RetryAfter: gcra.Never}) {
+				t.Fatalf("step %d: %+v, want a denial that never passes", i, d)
+			}
+		case d.Allowed && c.n > 0:
+			if d != (gcra.Decision{Allowed: true, Remaining: left}) {
+				t.Fatalf("step %d: %+v, want the lease's %d left", i, d, left)
+			}
+		case !d.Allowed:
+			// Redis's decision: it is empty (debt B·T, a few µs less by
+			// now), so n waits n·T, less those µs (never for n > B).
+			want := time.Duration(c.n) * time.Hour
+			if c.n > 10 {
+				want = gcra.Never
+			}
+			if d.Remaining != 0 || d.RetryAfter > want || d.RetryAfter < want-time.Second || d.ResetAfter < 10*time.Hour-time.Second {
+				t.Fatalf("step %d: %+v, want Redis's denial: RetryAfter about %v, ResetAfter about 10h", i, d, want)
+			}
 		}
 	}
 	// Redis holds exactly the 10 leased: a direct peek for 1 is denied.
@@ -257,16 +286,19 @@ func TestLeasedAllocs(t *testing.T) {
 		if !ls.Allow(ctx, "k") {
 			t.Fatal("denied")
 		}
-		if _, left := ls.LeaseState("k"); left >= 2000 {
+		if _, left := ls.LeaseState("k"); left >= 3000 {
 			break
 		}
 	}
 	_, before := ls.LeaseState("k")
 	if a := testing.AllocsPerRun(1000, func() { ls.Allow(ctx, "k") }); a != 0 {
-		t.Errorf("AllowN from a lease: %v allocs, want 0", a)
+		t.Errorf("Allow from a lease: %v allocs, want 0", a)
 	}
-	if _, left := ls.LeaseState("k"); left != before-1001 {
-		t.Fatalf("left %d, want %d: a refill ran during the measurement", left, before-1001)
+	if a := testing.AllocsPerRun(1000, func() { ls.Take(ctx, "k", 1) }); a != 0 {
+		t.Errorf("Take from a lease: %v allocs, want 0", a)
+	}
+	if _, left := ls.LeaseState("k"); left != before-2002 {
+		t.Fatalf("left %d, want %d: a refill ran during the measurement", left, before-2002)
 	}
 }
 
@@ -284,14 +316,19 @@ func TestLeasedOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := newLeased(t, l, 8, time.Second).Allow(ctx, "k"); got != c.want {
+		ls := newLeased(t, l, 8, time.Second)
+		if got := ls.Allow(ctx, "k"); got != c.want {
 			t.Errorf("%v: Allow = %v, want %v", c.o, got, c.want)
+		}
+		d, _, err := ls.Take(ctx, "k", 2)
+		if d.Allowed != c.want || !errors.Is(err, redislimit.ErrUnavailable) {
+			t.Errorf("%v: Take = %+v, %v, want allowed %v and ErrUnavailable", c.o, d, err, c.want)
 		}
 	}
 }
 
 // TestLeasedCorrupt: a corrupt state is repaired by the lease's call as by
-// Decide's (an empty bucket), and the request is denied.
+// Take's (an empty bucket), and the request is denied, with ErrCorrupt.
 func TestLeasedCorrupt(t *testing.T) {
 	s := sharedServer(t)
 	rdb := s.client(t)
@@ -303,8 +340,9 @@ func TestLeasedCorrupt(t *testing.T) {
 	if err := rdb.Set(ctx, l.Key("k"), "garbage", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if newLeased(t, l, 8, time.Hour).Allow(ctx, "k") {
-		t.Fatal("admitted from a corrupt state")
+	d, _, err := newLeased(t, l, 8, time.Hour).Take(ctx, "k", 1)
+	if d.Allowed || !errors.Is(err, redislimit.ErrCorrupt) || d.RetryAfter != time.Hour {
+		t.Fatalf("from a corrupt state: %+v, %v; want denied for an hour, ErrCorrupt", d, err)
 	}
 	if r := l.PeekResult(ctx, "k", 1); r.Allowed || r.Err != nil || r.ResetAfter <= 9*time.Hour {
 		t.Fatalf("after the repair: %+v, want an empty bucket", r)
@@ -331,5 +369,79 @@ func TestLeasedLongLife(t *testing.T) {
 	}
 	if admitted != 8 {
 		t.Fatalf("admitted %d from leases, want 8", admitted)
+	}
+}
+
+// TestLeasedLargeRequest: a request larger than a lease is the Limiter's
+// decision, every field, heard by its Hook and answered by its over-limit
+// cache once Redis has denied; a spend from a lease is neither.
+func TestLeasedLargeRequest(t *testing.T) {
+	s := sharedServer(t)
+	h := newRecHook()
+	l, err := redislimit.New(s.client(t), gcra.Every(time.Hour), 10, redislimit.WithKeyPrefix(uniq(t)),
+		redislimit.WithOverLimitCache(10), redislimit.WithHook("p", h.hook()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ls := newLeased(t, l, 4, time.Hour)
+	d, _, err := ls.Take(ctx, "k", 8)
+	if err != nil || d != (gcra.Decision{Allowed: true, Remaining: 2, ResetAfter: 8 * time.Hour}) {
+		t.Fatalf("Take(8) = %+v, %v; want the Limiter's admission", d, err)
+	}
+	if d, _, _ := ls.Take(ctx, "k", 1); !d.Allowed { // a lease of 1
+		t.Fatal("Take(1) denied")
+	}
+	for _, want := range []redislimit.Source{redislimit.SourceRedis, redislimit.SourceCache} {
+		d, _, err := ls.Take(ctx, "k", 5)
+		if err != nil || d.Allowed || d.RetryAfter < 4*time.Hour-time.Second || d.RetryAfter > 4*time.Hour {
+			t.Fatalf("Take(5) = %+v, %v; want a denial for about 4h", d, err)
+		}
+		if h.count(want, "denied") != 1 {
+			t.Fatalf("the %v denial was not heard", want)
+		}
+	}
+	if h.total() != 3 {
+		t.Fatalf("%d events, want 3: the Limiter's admission and two denials, not the lease's", h.total())
+	}
+}
+
+// TestLeasedArrivedExpired: a lease whose reply comes after its life has
+// passed is never spent; the request is denied with RetryAfter 0 (Redis had
+// room), and the next refill drops the lease and halves k.
+func TestLeasedArrivedExpired(t *testing.T) {
+	s := sharedServer(t)
+	l, err := redislimit.New(s.client(t), gcra.Every(time.Millisecond), 100, redislimit.WithKeyPrefix(uniq(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ls := newLeased(t, l, 8, 10*time.Millisecond)
+	now := int64(time.Hour)
+	ls.SetClock(func() int64 { return now })
+	for range 3 { // leases of 1 and 2, spent in time: the next is of 4
+		if !ls.Allow(ctx, "k") {
+			t.Fatal("denied")
+		}
+	}
+	slow := true
+	ls.OnRequest(func(string, bool) {}, func(string) {
+		if slow {
+			now += int64(time.Second) // the reply comes after the lease's life
+		}
+	})
+	d, r, err := ls.Take(ctx, "k", 1)
+	if err != nil || d != (gcra.Decision{}) || r != (atomiclimit.Receipt{}) {
+		t.Fatalf("Take = %+v, %v, %v; want a denial with RetryAfter 0", d, r, err)
+	}
+	if k, left := ls.LeaseState("k"); k != 4 || left != 4 {
+		t.Fatalf("k, left = %d, %d; want the lease of 4 installed, unspent", k, left)
+	}
+	slow = false
+	if !ls.Allow(ctx, "k") {
+		t.Fatal("denied after the expired lease")
+	}
+	if k, left := ls.LeaseState("k"); k != 2 || left != 1 {
+		t.Fatalf("k, left = %d, %d; want k halved to 2, 1 left", k, left)
 	}
 }
