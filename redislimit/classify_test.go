@@ -163,16 +163,30 @@ func TestRejectedDecisions(t *testing.T) {
 }
 
 // TestReplyOfTheWrongShape: a reply the script never gives (another
-// script at the SHA, a proxy) is a rejection, not a decision.
+// script at the SHA, a proxy) is a rejection, not a decision; Take's
+// denial is one integer, as Allow's.
 func TestReplyOfTheWrongShape(t *testing.T) {
 	ctx := context.Background()
-	for _, reply := range []any{"OK", []any{int64(1)}, []any{"a", "b"}, int64(3)} {
+	for _, reply := range []any{
+		"OK", []any{int64(1)}, []any{"a", "b"},
+		int64(3), // an admission without its receipt
+		[]any{int64(3), int64(0), int64(5), int64(0)}, // the same
+		[]any{int64(2), int64(7), int64(5), int64(0)}, // a receipt for a denial
+		[]any{int64(3), int64(7), "garbage"},          // a repair that stored
+	} {
 		srv := &fakeServer{reply: reply}
 		l, err := redislimit.New(srv, gcra.Every(time.Hour), 2, redislimit.WithOutage(redislimit.FailOpen))
 		require.NoError(t, err)
-		_, _, err = l.Take(ctx, "k", 1) // an integer is the wrong shape for Take
+		_, _, err = l.Take(ctx, "k", 1)
 		assert.ErrorIs(t, err, redislimit.ErrRejected, "%v", reply)
 	}
+	srv := &fakeServer{reply: int64(2 * 3600e6)} // denied, a debt of an hour
+	l, err := redislimit.New(srv, gcra.Every(time.Hour), 2)
+	require.NoError(t, err)
+	d, r, err := l.Take(ctx, "k", 2)
+	require.NoError(t, err)
+	assert.Equal(t, gcra.Decision{Remaining: 1, RetryAfter: time.Hour, ResetAfter: time.Hour}, d)
+	assert.Zero(t, r)
 }
 
 // TestReadOnlyReplica: a client of a replica (a misconfiguration, or a

@@ -182,3 +182,25 @@ func remoteWord(r atomiclimit.Receipt) uint64 {
 	v, _ := r.Remote()
 	return v[0]
 }
+
+// TestTakeDenialCostsAllows: Take's denial reads the one integer Allow's
+// does, so it allocates no more than Allow (the reply and the call are
+// go-redis's; Take builds the Decision on the stack).
+func TestTakeDenialCostsAllows(t *testing.T) {
+	s := sharedServer(t)
+	ctx := context.Background()
+	l, err := redislimit.New(s.client(t), gcra.Every(time.Hour), 1, redislimit.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+	require.True(t, l.Allow(ctx, "k"))
+	take := testing.AllocsPerRun(200, func() {
+		if d, _, err := l.Take(ctx, "k", 1); d.Allowed || err != nil {
+			panic("not a denial")
+		}
+	})
+	allow := testing.AllocsPerRun(200, func() {
+		if l.Allow(ctx, "k") {
+			panic("not a denial")
+		}
+	})
+	assert.Equal(t, allow, take)
+}

@@ -23,8 +23,10 @@ import (
 // integer; the script then steps k back, so that debt + k·T ≤ B·T holds
 // exactly. Otherwise the script returns debt·2 + admitted, one integer, from
 // which the caller rebuilds the whole gcra.Decision (every field depends on
-// TAT only through debt); with op '2', {debt·2 + admitted, stored TAT or 0,
-// now, E}: Take's receipt (refundLua). A denial and a peek write nothing.
+// TAT only through debt); with op '2', when it stored, {debt·2 + admitted,
+// stored TAT, now, E}: Take's receipt (refundLua), and otherwise the reply
+// of op '1', so that a denial costs Take what it costs Allow (one integer
+// to read). A denial and a peek write nothing.
 // Every value is a whole number of microseconds below 2^53, so the doubles
 // of Lua are exact (see the package doc); string.format('%.0f') writes them
 // exactly, as an integer, and Redis converts a returned number to an
@@ -50,9 +52,10 @@ import (
 // outside any TAT; a TAT a year ahead with a year's expiry, which would lock
 // the key out for that year) is replaced, in this call, by the empty bucket
 // TAT = now + B·T with the usual expiry and no epoch, and the decision is
-// made on that; the reply is then {debt·2 + admitted, stored or 0, what the
-// key held} whatever the op but '2', whose reply gets what the key held as a
-// fifth value. Other errors of GET (NOPERM) are returned as they are.
+// made on that; the reply is then {debt·2 + admitted, 0, what the key held}
+// whatever the op: a repaired state denies every n ≥ 1 (and the caller
+// sends op '0' for n = 0), so nothing is stored. Other errors of GET
+// (NOPERM) are returned as they are.
 //
 // ARGV[5] is set only in tests: an explicit now in µs, so that the decision
 // vectors can run on a timeline. Production calls pass four arguments (or
@@ -104,11 +107,7 @@ elseif n >= 1 and debt + n * T <= span then
     store(stored)
   end
 end
-if ARGV[4] == '2' then
-  local r = {debt * 2 + ok, stored, now, ep}
-  if bad then r[5] = bad end
-  return r
-end
+if ARGV[4] == '2' and stored > 0 then return {debt * 2 + ok, stored, now, ep} end
 if bad then return {debt * 2 + ok, stored, bad} end
 if ARGV[4] == '3' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
@@ -208,31 +207,27 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 	}
 	var v int64
 	switch r := reply.(type) {
-	case int64: // the usual reply, but with opReceipt
-		if o == opReceipt {
-			return 0, false, taken{}, rejectedReply(&decideScript, reply)
-		}
+	case int64: // the usual reply; with opReceipt, for a denial only
 		v = r
 	case []any:
-		// {v, stored, now, epoch} with opReceipt, then what the key held
-		// after a repair; {v, stored, what} after a repair otherwise.
-		want := 2 // and what the key held: an array only after a repair
-		if o == opReceipt {
-			want = 4
-		}
-		repaired := len(r) == want+1
 		var vals [4]int64
-		if (len(r) != want && !repaired) || (o != opReceipt && !repaired) || !ints(r[:want], vals[:want]) {
+		switch {
+		case len(r) == 3 && ints(r[:2], vals[:2]) && vals[1] == 0:
+			// A repair, which stores nothing: {v, 0, what the key held}.
+			v, err = vals[0], corrupt(rkey, r[2])
+		case o == opReceipt && len(r) == 4 && ints(r, vals[:]) && vals[1] > 0:
+			// opReceipt's admission: {v, stored, now, epoch}.
+			v = vals[0]
+			tk = taken{tat: uint64(vals[1]), at: uint64(max(vals[2], 0)), epoch: uint64(max(vals[3], 0))}
+		default:
 			return 0, false, taken{}, rejectedReply(&decideScript, reply)
 		}
-		v = vals[0]
-		if o == opReceipt && vals[1] > 0 {
-			tk = taken{tat: uint64(vals[1]), at: uint64(max(vals[2], 0)), epoch: uint64(max(vals[3], 0))}
-		}
-		if repaired {
-			err = corrupt(rkey, r[len(r)-1])
-		}
 	default:
+		return 0, false, taken{}, rejectedReply(&decideScript, reply)
+	}
+	// With opReceipt, an admission carries its receipt and nothing else
+	// does (n ≥ 1 here: the caller sends opPeek for n = 0).
+	if o == opReceipt && (v&1 == 1) != (tk != taken{}) {
 		return 0, false, taken{}, rejectedReply(&decideScript, reply)
 	}
 	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, tk, err
