@@ -10,7 +10,7 @@
 // New takes a GCRA limit; NewRule takes every rule, and bands of them (see
 // "Every rule"). The model, the microsecond rounding rule, the over-limit
 // cache and leases below are GCRA's; "Every rule" says how the other rules
-// are kept and decided; outages and the contract apply to every rule.
+// are kept and decided; outages and the verbs apply to every rule.
 //
 // # The model
 //
@@ -141,15 +141,16 @@
 //     it: Take(ctx, key, 1)'s Allowed, in a call whose reply is one
 //     integer.
 //   - Take(ctx, key, n) decides a request for n, with the whole Decision
-//     and a receipt (atomiclimit.RemoteReceipt): the TAT the script
-//     stored, the script's TIME, and the key's give-back epoch, in µs on
-//     Redis TIME. It is the zero Receipt when nothing was stored in Redis:
+//     and a receipt (atomiclimit.RemoteReceipt): for New's GCRA, the TAT
+//     the script stored, the script's TIME, and the key's give-back epoch,
+//     in µs on Redis TIME (for NewRule's rules, see "Every rule"). It is
+//     the zero Receipt when nothing was stored in Redis:
 //     a denial, a peek (n = 0), n out of range, Unlimited and DenyAll, a
 //     cache denial, and FailOpen's admissions. FallbackTo's admissions
 //     carry the local limiter's receipt, and are given back there.
 //   - Peek(ctx, key, n) is Take's decision, taking nothing.
-//   - Refund(ctx, key, n, r) runs a second script on key alone, at its
-//     TIME now: gcra.Params.Refund, exactly. When no give-back that moved
+//   - Refund(ctx, key, n, r) runs a second script on key alone; for New's
+//     GCRA, at its TIME now: gcra.Params.Refund, exactly. When no give-back that moved
 //     other admissions was made on key since the admission (its epoch is
 //     the receipt's), it gives back everything of the admission still
 //     ahead of now, min(n·T, r − now, TAT − now): with nothing else in
@@ -175,6 +176,64 @@
 // ErrCorrupt); on an outage it wraps ErrUnavailable and the cause, with
 // the policy's decision (Refund: false), on a rejection ErrRejected; when
 // ctx ended first it wraps ctx.Err(), as above.
+//
+// # A receipt from before a Reset
+//
+// Refund gives nothing to a state created after key's state expired (see
+// refundLua for why). Reset is another matter, as is anything else that
+// deletes a key before it is full again: a DEL, FLUSHALL, an eviction under
+// maxmemory, a restart without persistence, a failover to a replica that
+// lacked the key, and the repair of a corrupt value. The state that
+// replaces the key cannot be told from the one a receipt came from, so a
+// receipt from before the deletion, until its tokens are due (at the TAT
+// it stored, within B·T of its Take), gives back up to its n·T to the new
+// state (TestRefundAfterReset). The deletion already gave the whole bucket
+// back; this adds at most n admissions per receipt that spans it. A door
+// refunds within the request, so only a deletion that falls between a
+// Take and its Refund exposes it.
+//
+// It is not closed, because no way to close it is cheap. For Reset alone,
+// the script could leave a marker instead of deleting the key (the reset's
+// time, kept B·T, before which no receipt gives back): a third field in
+// the stored value, which every earlier process, this module's included,
+// would read as corrupt, and a key kept B·T after each Reset. For a
+// deletion Redis makes itself nothing is left to compare with, unless
+// every state carries a stamp of its creation, in its value and in its
+// receipts (whose three words already hold the TAT, the time and the
+// epoch): a longer value for every key, for a bound that holds already.
+//
+// # Upgrading from redisgcra
+//
+// This module was redisgcra (github.com/atomiclimit/atomiclimit/redisgcra).
+// The new import path makes the move a deliberate migration: do not run
+// both against the same key prefix. This module stores what redisgcra last
+// stored; what an earlier redisgcra does not know is the give-back epoch:
+// once a give-back has moved other admissions of a GCRA key (a Refund out
+// of order, which a door makes when a later policy denies), the key holds
+// "TAT:E" (refundLua). A redisgcra process that has give-back epochs reads
+// it as this module does; an older one does not know the form:
+//
+//   - one that has ErrCorrupt reads the value as corrupt and repairs it to
+//     the empty bucket, the strictest state: it denies the key, for up to
+//     B·T, though it had room (never looser);
+//   - one from before ErrCorrupt reads the value as an absent key, a full
+//     bucket: it admits up to a burst at once and overwrites the value, so
+//     the key forgets what it held (up to B admissions too many, once per
+//     such key).
+//
+// Either writes a bare TAT, which this module reads as a state of epoch 0,
+// as it reads every GCRA value redisgcra wrote (TestUpgradeFromRedisgcra
+// runs both former scripts on such a value; TestRefundOldValues decides
+// and gives back on a bare TAT). So move in one of two ways:
+//
+//   - Cut over: stop every redisgcra process before the first redislimit
+//     process decides on the prefix. The new processes carry on from the
+//     keys' states as the old ones left them.
+//   - Roll over on a new prefix (WithKeyPrefix): while both fleets run,
+//     each decides on its own keys, so a key may be admitted up to its
+//     limit by each (twice the limit at most, for the overlap). The old
+//     prefix's keys expire on their own, each once it decides as an absent
+//     key does (within B·T for GCRA).
 //
 // # The over-limit cache
 //

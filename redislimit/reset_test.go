@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,4 +118,41 @@ func TestCacheAfterRestart(t *testing.T) {
 	assert.False(t, l.Allow(ctx, "k"), "within the max age the entry answers")
 	clock.advance(redislimit.DefaultCacheMaxAge)
 	assert.True(t, l.Allow(ctx, "k"), "then Redis, which lost the state, admits")
+}
+
+// TestRefundAfterReset: Reset (or a DEL, an eviction, a restart) gives the
+// whole bucket back, and a receipt from before it cannot tell the new
+// state from the one it came from: while its tokens are not yet due, it
+// gives back up to its n·T to the new state (here T: all the new state
+// holds ahead of now, its one admission). Once they are due, nothing.
+func TestRefundAfterReset(t *testing.T) {
+	s := sharedServer(t)
+	c := s.client(t)
+	ctx := context.Background()
+	t0 := serverNow(t, c)
+	const h = int64(time.Hour / time.Microsecond)
+	l, err := redislimit.New(c, gcra.Every(time.Hour), 3, redislimit.WithKeyPrefix(uniq(t)))
+	require.NoError(t, err)
+
+	_, before := l.TakeAt(ctx, "k", 2, t0) // r = t0 + 2h
+	require.NoError(t, l.Reset(ctx, "k"))
+	r, _ := l.TakeAt(ctx, "k", 1, t0) // the new state: t0 + 1h
+	require.True(t, r.Allowed)
+	ok, err := l.RefundAt(ctx, "k", 2, before, t0)
+	require.NoError(t, err)
+	assert.True(t, ok, "the old receipt gives back to the new state")
+	// The new admission is given back: the bucket is full (TAT t0), with
+	// the epoch of a give-back that moved another admission than its own.
+	assert.Equal(t, fmt.Sprintf("%d:%d", t0, t0), stored(t, c, l.Key("k")))
+	d := l.DecideAt(ctx, "k", 3, false, t0)
+	assert.True(t, d.Allowed, "a whole burst at t0, after 2 + 1 admitted at t0")
+
+	// Once its tokens are due (now ≥ r), a receipt gives nothing back.
+	_, before = l.TakeAt(ctx, "due", 2, t0)
+	require.NoError(t, l.Reset(ctx, "due"))
+	r, _ = l.TakeAt(ctx, "due", 3, t0+2*h)
+	require.True(t, r.Allowed)
+	ok, err = l.RefundAt(ctx, "due", 2, before, t0+2*h)
+	require.NoError(t, err)
+	assert.False(t, ok)
 }
