@@ -44,18 +44,8 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // and the over-limit cache, which need none, answer regardless of ctx. The
 // Hook hears which of these decided (Source).
 func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
-	r, rc := l.take(ctx, key, n, -1)
-	return r.Decision, rc, r.Err
-}
-
-// take is Take, with the whole result. nowMicros ≥ 0 replaces Redis TIME
-// (tests only).
-func (l *Limiter) take(ctx context.Context, key string, n int, nowMicros int64) (result, atomiclimit.Receipt) {
-	r, rc := l.decide(ctx, key, n, opReceipt, nowMicros)
-	if r.local != (atomiclimit.Receipt{}) {
-		return r, r.local // FallbackTo's admission: Refund gives it back there
-	}
-	return r, rc.remote()
+	r := l.decide(ctx, key, n, opReceipt, -1)
+	return r.Decision, r.receipt, r.Err
 }
 
 // remote is the atomiclimit.Receipt that carries rc (the zero Receipt for
@@ -72,7 +62,7 @@ func (rc receipt) remote() atomiclimit.Receipt {
 // and the Outage policy answers it as it answers Take, FallbackTo's limiter
 // with its own Peek. A door asks it of the policies after one that denied.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Decision, error) {
-	r, _ := l.decide(ctx, key, n, opPeek, -1)
+	r := l.decide(ctx, key, n, opPeek, -1)
 	return r.Decision, r.Err
 }
 

@@ -24,22 +24,19 @@ type Result = result
 
 // TakeResult is Take with its Source, in one Result.
 func (l *Limiter) TakeResult(ctx context.Context, key string, n int) Result {
-	r, _ := l.take(ctx, key, n, -1)
-	return r
+	return l.decide(ctx, key, n, opReceipt, -1)
 }
 
 // AllowResult is Allow's decision with its Source and error (Allow returns
 // only Allowed): the script's op that takes without a receipt, whose reply
 // is one integer.
 func (l *Limiter) AllowResult(ctx context.Context, key string) Result {
-	r, _ := l.decide(ctx, key, 1, opTake, -1)
-	return r
+	return l.decide(ctx, key, 1, opTake, -1)
 }
 
 // PeekResult is Peek with its Source, in one Result.
 func (l *Limiter) PeekResult(ctx context.Context, key string, n int) Result {
-	r, _ := l.decide(ctx, key, n, opPeek, -1)
-	return r
+	return l.decide(ctx, key, n, opPeek, -1)
 }
 
 // DecideAt is Allow's decision for n (take: the script's op that takes
@@ -50,13 +47,13 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, no
 	if take {
 		o = opTake
 	}
-	r, _ := l.decide(ctx, key, n, o, nowMicros)
-	return r
+	return l.decide(ctx, key, n, o, nowMicros)
 }
 
 // TakeAt is Take at an explicit Redis time (µs), with its Source.
 func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
-	return l.take(ctx, key, n, nowMicros)
+	r := l.decide(ctx, key, n, opReceipt, nowMicros)
+	return r, r.receipt
 }
 
 // Hooked reports whether the Limiter has a hook to report to.

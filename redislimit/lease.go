@@ -223,7 +223,7 @@ func (ls *Leased) Take(ctx context.Context, key string, n int) (atomiclimit.Deci
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
 		switch {
 		case n > ls.maxLease:
-			r, _ := ls.l.decide(ctx, key, n, opTake, -1)
+			r := ls.l.decide(ctx, key, n, opTake, -1)
 			return r.Decision, atomiclimit.Receipt{}, r.Err
 		case n == 0:
 			return gcra.Decision{Allowed: true}, atomiclimit.Receipt{}, nil

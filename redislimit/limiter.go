@@ -93,9 +93,10 @@ type result struct {
 	// state (ErrCorrupt).
 	Err error
 
-	// local is the receipt of an admission FallbackTo's limiter made (Take
-	// returns it, so that Refund gives it back there), or the zero Receipt.
-	local atomiclimit.Receipt
+	// receipt is Take's: with opReceipt, the RemoteReceipt of an admission
+	// Redis stored; that of FallbackTo's limiter for an admission it made
+	// (Refund gives it back there); otherwise the zero Receipt.
+	receipt atomiclimit.Receipt
 }
 
 // A Source says who made a decision, for the Hook (which is told it with
@@ -248,8 +249,7 @@ func contextTimeouts(client redis.Scripter) bool {
 // the Hook only.
 func (l *Limiter) Allow(ctx context.Context, key string) bool {
 	if l.cache == nil || l.hook != nil {
-		r, _ := l.decide(ctx, key, 1, opTake, -1)
-		return r.Allowed
+		return l.decide(ctx, key, 1, opTake, -1).Allowed
 	}
 	// The cache's check without the whole decision: Admit, not Decide,
 	// needs no division.
@@ -257,27 +257,25 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 	if l.cache.denies(key, &l.params, sent, 1) {
 		return false
 	}
-	r, _ := l.decideRemote(ctx, key, 1, opTake, -1, sent)
-	return r.Allowed
+	return l.decideRemote(ctx, key, 1, opTake, -1, sent).Allowed
 }
 
-// decide is Allow (opTake), Peek (opPeek) or Take (opReceipt), and returns
-// with opReceipt what a give-back of the admission in Redis needs (zero if
-// nothing was stored there). nowMicros ≥ 0 replaces Redis TIME (tests
-// only). It reports the result to the hook.
-func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) (result, receipt) {
-	r, rc := l.decideUnobserved(ctx, key, n, o, nowMicros)
+// decide is Allow (opTake), Peek (opPeek) or Take (opReceipt, with the
+// receipt). nowMicros ≥ 0 replaces Redis TIME (tests only). It reports the
+// result to the hook.
+func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) result {
+	r := l.decideUnobserved(ctx, key, n, o, nowMicros)
 	if l.hook != nil {
 		l.observe(r, n, o != opPeek)
 	}
-	return r, rc
+	return r
 }
 
 // decideUnobserved is decide without the hook.
-func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) (result, receipt) {
+func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) result {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
-		return result{Decision: d, Source: SourceStatic}, receipt{}
+		return result{Decision: d, Source: SourceStatic}
 	}
 	var sent int64
 	if l.cache != nil {
@@ -285,7 +283,7 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 		// TAT is measured from before Redis read TIME (cache.go).
 		sent = l.localNow()
 		if d, ok := l.cache.deny(key, &l.params, sent, n); ok {
-			return result{Decision: d, Source: SourceCache}, receipt{}
+			return result{Decision: d, Source: SourceCache}
 		}
 	}
 	return l.decideRemote(ctx, key, n, o, nowMicros, sent)
@@ -294,16 +292,16 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) (result, receipt) {
+func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) result {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
 	d, rc, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		// The policy's admissions have no receipt of Redis: Redis holds
-		// nothing of theirs (FallbackTo's carry the local limiter's, in the
-		// result: see Take).
-		return l.fail(key, n, o != opPeek, err), receipt{}
+		// nothing of theirs (FallbackTo's carry the local limiter's: see
+		// Take).
+		return l.fail(key, n, o != opPeek, err)
 	}
 	// err is nil, or reports a corrupt state that the script repaired
 	// before deciding: the decision is Redis's all the same.
@@ -311,7 +309,7 @@ func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, now
 		// Only GCRA limiters have a cache: a denial's ResetAfter is the debt.
 		l.cache.record(key, sent+int64(d.ResetAfter)-cacheMargin, sent)
 	}
-	return result{Decision: d, Source: SourceRedis, Err: err}, rc
+	return result{Decision: d, Source: SourceRedis, Err: err, receipt: rc.remote()}
 }
 
 // deadlineErr adds ctx's error to err when ctx is done or past its
@@ -373,7 +371,7 @@ func (l *Limiter) fail(key string, n int, take bool, err error) result {
 			// local limiter is in process: it neither blocks nor fails, and
 			// ignores ctx.
 			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
-			return result{Decision: d, Source: SourceFallback, Err: err, local: rc}
+			return result{Decision: d, Source: SourceFallback, Err: err, receipt: rc}
 		}
 		d, _ := l.outage.local.Peek(context.Background(), key, n)
 		return result{Decision: d, Source: SourceFallback, Err: err}
