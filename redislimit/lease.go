@@ -186,9 +186,15 @@ func (ls *Leased) MaxLife() time.Duration {
 }
 
 // Allow reports whether one event for key may happen now, and spends a
-// token if so: Take(ctx, key, 1)'s Allowed.
+// token if so: Take(ctx, key, 1)'s Allowed, without building the rest.
 func (ls *Leased) Allow(ctx context.Context, key string) bool {
-	d, _, _ := ls.Take(ctx, key, 1)
+	// Take's path for n = 1, which every lease can hold (maxLease ≥ 1).
+	if c, ok := ls.cells.Load(key); ok {
+		if _, ok := ls.spend(c, 1); ok {
+			return true
+		}
+	}
+	d, _ := ls.refill(ctx, key, 1)
 	return d.Allowed
 }
 
