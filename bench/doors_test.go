@@ -47,9 +47,11 @@ func clientRequests(n int) []*http.Request {
 // (WriteHeader still clones the header map into its snapshot, in every
 // chain alike, and the more headers, the more that clone costs.)
 func resetRecorder(rec *httptest.ResponseRecorder) {
+	//lint:ignore SA1019 the deprecated field is the only way to hand the recorder a map it keeps
 	h, body := rec.HeaderMap, rec.Body
 	clear(h)
 	body.Reset()
+	//lint:ignore SA1019 as above
 	*rec = httptest.ResponseRecorder{HeaderMap: h, Body: body, Code: http.StatusOK}
 }
 

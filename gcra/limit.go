@@ -44,18 +44,6 @@ func Per(n int, period time.Duration) Limit {
 	return Limit{kind: kindPer, events: int64(n), period: period}
 }
 
-// PerSecond returns the limit of n events per second.
-func PerSecond(n int) Limit { return Per(n, time.Second) }
-
-// PerMinute returns the limit of n events per minute.
-func PerMinute(n int) Limit { return Per(n, time.Minute) }
-
-// PerHour returns the limit of n events per hour.
-func PerHour(n int) Limit { return Per(n, time.Hour) }
-
-// PerDay returns the limit of n events per 24 hours.
-func PerDay(n int) Limit { return Per(n, 24*time.Hour) }
-
 // Every returns the limit of one event every d, as x/time/rate's Every does.
 func Every(d time.Duration) Limit { return Per(1, d) }
 

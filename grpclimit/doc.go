@@ -1,6 +1,6 @@
 // Package grpclimit is gRPC interceptors over any keyed limiter of
 // atomiclimit (the atomiclimit.KeyedLimiter contract: every in-process rule,
-// and redisgcra's limits kept in Redis), on the same contract as httplimit:
+// and redislimit's limits kept in Redis), on the same contract as httplimit:
 // it keys each call (peer address behind trusted proxies, an API key in the
 // metadata, the full method name, the mTLS identity, a composite, or any
 // function), checks it against one or several policies at once, and denies
@@ -83,7 +83,7 @@
 //
 // # Outages
 //
-// A limiter that cannot reach its state (redisgcra with Redis down or
+// A limiter that cannot reach its state (redislimit with Redis down or
 // slow) returns an error with its outage policy's decision. The
 // interceptor reports the error to Hook.Error (not as a denial), and then:
 //

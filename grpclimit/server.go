@@ -20,7 +20,7 @@ import (
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
 // metadata, a QuotaFailure violation's subject, and the limiter that
 // enforces it. Any atomiclimit.KeyedLimiter serves: *atomiclimit.Keyed for
-// every rule, or redisgcra.Limiter for a limit a fleet shares.
+// every rule, or redislimit.Limiter for a limit a fleet shares.
 type Policy[K comparable] struct {
 	// Name identifies the policy in the metadata, the status details and
 	// the hooks; unique among the policies one call can meet. Printable
@@ -37,7 +37,7 @@ var ErrConfig = errors.New("grpclimit: invalid config")
 // (its status is codes.ResourceExhausted), so that interceptors outside
 // this one can tell a rate-limit denial with errors.Is. A call that a
 // failing limiter denied (fail closed: codes.Unavailable) wraps the
-// limiter's own error instead (redisgcra.ErrUnavailable).
+// limiter's own error instead (redislimit.ErrUnavailable).
 var ErrLimited = errors.New("grpclimit: rate limit exceeded")
 
 // A MetadataSet selects the response metadata the interceptors send: which

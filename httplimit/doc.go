@@ -1,6 +1,6 @@
 // Package httplimit is net/http middleware over any keyed limiter of
 // atomiclimit (the atomiclimit.KeyedLimiter contract: every in-process rule,
-// and redisgcra's limits kept in Redis): it keys each request (client IP,
+// and redislimit's limits kept in Redis): it keys each request (client IP,
 // header, API key, route, method, a composite, or any function), checks it
 // against one or several policies at once, writes the IETF RateLimit
 // headers, and denies with 429 and an RFC 9457 problem when a policy is
@@ -46,7 +46,7 @@
 //
 // # Outages
 //
-// A limiter that cannot reach its state (redisgcra with Redis down or slow)
+// A limiter that cannot reach its state (redislimit with Redis down or slow)
 // returns an error with its outage policy's decision. The middleware
 // reports the error to Hook.Error (not as a denial), and then:
 //

@@ -338,7 +338,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 	if qu, _ := pol.param("qu"); qu != "requests" {
 		t.Errorf("qu = %v", qu)
 	}
-	w = do(h, "GET", "/", "", "X-Client", "k")
+	do(h, "GET", "/", "", "X-Client", "k")
 	w = do(h, "GET", "/", "", "X-Client", "k")
 	var p struct {
 		Violated []string `json:"violated-policies"`

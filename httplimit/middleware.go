@@ -23,7 +23,7 @@ var ErrCost = errors.New("httplimit: negative request cost")
 
 // A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
 // fields, and the limiter that enforces it. Any atomiclimit.KeyedLimiter
-// serves: *atomiclimit.Keyed for every rule, or redisgcra.Limiter for a
+// serves: *atomiclimit.Keyed for every rule, or redislimit.Limiter for a
 // limit a fleet shares through Redis.
 type Policy[K comparable] struct {
 	// Name identifies the policy in the headers, the problem body and the

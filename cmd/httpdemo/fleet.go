@@ -21,12 +21,12 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/httplimit"
-	"github.com/atomiclimit/atomiclimit/redisgcra"
+	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
 // Story (c): a hard limit that a fleet shares. Three server processes (this
 // binary, started again with serveFleetFlag), each with its own Redis client
-// and redisgcra.Limiter with the same limit and key prefix on one Redis,
+// and redislimit.Limiter with the same limit and key prefix on one Redis,
 // behind the middleware; clients send their requests round-robin across
 // them, as a load balancer would.
 
@@ -62,8 +62,8 @@ func serveFleet(args []string) error {
 	// Fail fast, and let the outage policy (FailClosed: 503) answer.
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
-	lim, err := redisgcra.New(rdb, fleetLimit, fleetBurst,
-		redisgcra.WithKeyPrefix(*prefix), redisgcra.WithTimeout(time.Second)) // FailClosed: a hard limit
+	lim, err := redislimit.New(rdb, fleetLimit, fleetBurst,
+		redislimit.WithKeyPrefix(*prefix), redislimit.WithTimeout(time.Second)) // FailClosed: a hard limit
 	if err != nil {
 		return err
 	}
@@ -279,7 +279,7 @@ func runFleet(ctx context.Context, d time.Duration, redisAddr string) error {
 		procs = append(procs, p)
 	}
 	params, _ := gcra.NewParams(fleetLimit, fleetBurst) // valid: the limit is a constant
-	fmt.Printf("%d processes (this binary, %s), each with its own Redis client and redisgcra.Limiter:\n", len(procs), serveFleetFlag)
+	fmt.Printf("%d processes (this binary, %s), each with its own Redis client and redislimit.Limiter:\n", len(procs), serveFleetFlag)
 	fmt.Printf("  per API key, %q %v burst %d, decided in Redis; %d clients of key %q, round-robin\n\n",
 		"fleet", fleetLimit, fleetBurst, fleetWorkers, fleetKey)
 

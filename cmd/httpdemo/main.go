@@ -10,7 +10,7 @@
 //   - GET /reports is limited per authenticated user to 100 per rolling
 //     minute, exactly (a sliding log);
 //   - a hard limit (10 per second per API key, burst 1) that three server
-//     processes share through Redis, each with its own redisgcra.Limiter
+//     processes share through Redis, each with its own redislimit.Limiter
 //     behind the middleware, driven round-robin by concurrent clients; it
 //     prints what each process admitted and the fleet's total beside the
 //     limit's bound. This part needs a Redis: with redis-server on PATH the

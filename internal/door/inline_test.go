@@ -14,7 +14,7 @@ func TestReportInlines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program with the go command")
 	}
-	out, err := exec.Command(runtime.GOROOT()+"/bin/go", "build", "-gcflags=-m", "-o", devNull(), "./testdata/inline").CombinedOutput()
+	out, err := exec.Command("go", "build", "-gcflags=-m", "-o", devNull(), "./testdata/inline").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

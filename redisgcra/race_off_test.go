@@ -1,5 +1,0 @@
-//go:build !race
-
-package redisgcra_test
-
-const raceEnabled = false

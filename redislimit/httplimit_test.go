@@ -1,0 +1,360 @@
+package redislimit_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/httplimit"
+	"github.com/atomiclimit/atomiclimit/internal/stacktest"
+	"github.com/atomiclimit/atomiclimit/redislimit"
+)
+
+// The tests in this file put a Limiter behind httplimit's middleware on a
+// real HTTP server, kill the redis-server under it and start it again, and
+// check that each response is what httplimit's doc ("Outages") promises.
+
+// eventHook records the middleware's events per policy.
+type eventHook struct {
+	mu                   sync.Mutex
+	allowed, denied, err map[string]int
+	errs                 []error
+}
+
+func newEventHook() *eventHook {
+	return &eventHook{allowed: map[string]int{}, denied: map[string]int{}, err: map[string]int{}}
+}
+
+func (h *eventHook) Allowed(p string, _ int) { h.mu.Lock(); h.allowed[p]++; h.mu.Unlock() }
+func (h *eventHook) Denied(p string, _ int, _ time.Duration) {
+	h.mu.Lock()
+	h.denied[p]++
+	h.mu.Unlock()
+}
+func (h *eventHook) Error(p string, err error) {
+	h.mu.Lock()
+	h.err[p]++
+	h.errs = append(h.errs, err)
+	h.mu.Unlock()
+}
+
+// counts returns the Allowed, Denied and Error events of policy p so far.
+// hook returns h as the middleware's Hook.
+func (h *eventHook) hook() *atomiclimit.Hook {
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Error: h.Error}
+}
+
+func (h *eventHook) counts(p string) [3]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return [3]int{h.allowed[p], h.denied[p], h.err[p]}
+}
+
+// reply is what the client read.
+type reply struct {
+	status int
+	h      http.Header
+	body   string
+}
+
+// header returns the header's value, and "<absent>" when it is not there at
+// all (an empty value is not the same as none).
+func (r reply) header(name string) string {
+	if v, ok := r.h[http.CanonicalHeaderKey(name)]; ok {
+		return strings.Join(v, ", ")
+	}
+	return "<absent>"
+}
+
+// doer sends GET / to a server as a client, identified by X-Client.
+type doer struct {
+	t      *testing.T
+	url    string
+	hc     *http.Client
+	served atomic.Int64 // requests the handler behind the middleware ran
+}
+
+func newHTTPServer(t *testing.T, mw *httplimit.Middleware[string]) *doer {
+	d := &doer{t: t}
+	srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.served.Add(1)
+		io.WriteString(w, "ok\n")
+	})))
+	t.Cleanup(srv.Close)
+	d.url, d.hc = srv.URL, srv.Client()
+	return d
+}
+
+func (d *doer) get(client string) reply {
+	d.t.Helper()
+	req, err := http.NewRequest("GET", d.url+"/", nil)
+	require.NoError(d.t, err)
+	req.Header.Set("X-Client", client)
+	resp, err := d.hc.Do(req)
+	require.NoError(d.t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(d.t, err)
+	return reply{resp.StatusCode, resp.Header, string(body)}
+}
+
+// outageClient is a client of s that fails fast: no retries, and deadlines
+// on the connection (WithTimeout needs ContextTimeoutEnabled).
+func outageClient(t *testing.T, s *server) *redis.Client {
+	return s.client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+}
+
+// waitRedis polls until l reaches Redis again after a restart (the server
+// answers PING already; this waits for l's own client to get a connection).
+// The probe key is one the test does not use otherwise.
+func waitRedis(t *testing.T, l *redislimit.Limiter) {
+	t.Helper()
+	waitFor(t, "the limiter to reach redis again", func() bool {
+		_, err := l.Peek(context.Background(), "probe", 1)
+		return err == nil
+	})
+}
+
+// stopped is a clock that does not move: the local limiters' decisions, and
+// so their Retry-After, are exact.
+type stopped struct{ t time.Time }
+
+func (c stopped) Now() time.Time { return c.t }
+
+// TestHTTPOutage: one policy, a Limiter with one per hour and burst 2 in
+// Redis, behind the middleware, for each outage policy. Before the outage
+// Redis decides (200, 200, 429 with the headers httplimit documents); while
+// redis-server is killed the outage policy does, with the responses of
+// httplimit's doc ("Outages"); after it is started again (empty: no
+// persistence) Redis decides again, from a full bucket.
+func TestHTTPOutage(t *testing.T) {
+	const policyHeader = `"redis";q=2;w=7200` // B = 2, B·T = 2 h
+	for _, policy := range []string{"fail-closed", "fail-open", "fallback"} {
+		t.Run("policy="+policy, func(t *testing.T) {
+			s := startServer(t)
+			c := outageClient(t, s)
+			var outage redislimit.Outage
+			var local *atomiclimit.Keyed[string]
+			switch policy {
+			case "fail-closed":
+				outage = redislimit.FailClosed
+			case "fail-open":
+				outage = redislimit.FailOpen
+			default:
+				var err error
+				local, err = atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 2,
+					atomiclimit.WithClock(stopped{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}), atomiclimit.WithSweepInterval(0))
+				require.NoError(t, err)
+				defer local.Close()
+				outage = redislimit.FallbackTo(local)
+			}
+			l, err := redislimit.New(c, gcra.Every(time.Hour), 2,
+				redislimit.WithTimeout(200*time.Millisecond), redislimit.WithOutage(outage))
+			require.NoError(t, err)
+			hook := newEventHook()
+			mw, err := httplimit.New(httplimit.Config[string]{
+				Key:      httplimit.Header("X-Client"),
+				Policies: []httplimit.Policy[string]{{Name: "redis", Limiter: l}},
+				Hook:     hook.hook(),
+			})
+			require.NoError(t, err)
+			srv := newHTTPServer(t, mw)
+
+			// Redis decides: two admissions, then a denial for an hour (less
+			// the microseconds between the requests, rounded up).
+			redisDecides := func(when string) {
+				t.Helper()
+				before := hook.counts("redis")
+				for i, want := range []string{`"redis";r=1`, `"redis";r=0;t=3600`} {
+					r := srv.get("alice")
+					assert.Equal(t, 200, r.status, "%s: request %d", when, i)
+					assert.Equal(t, want, r.header("RateLimit"), "%s: request %d", when, i)
+					assert.Equal(t, policyHeader, r.header("RateLimit-Policy"), "%s: request %d", when, i)
+					assert.Equal(t, "<absent>", r.header("Retry-After"), "%s: request %d", when, i)
+				}
+				r := srv.get("alice")
+				assert.Equal(t, 429, r.status, when)
+				assert.Equal(t, `"redis";r=0;t=3600`, r.header("RateLimit"), when)
+				assert.Equal(t, policyHeader, r.header("RateLimit-Policy"), when)
+				assert.Equal(t, "3600", r.header("Retry-After"), when)
+				assert.Equal(t, "application/problem+json", r.header("Content-Type"), when)
+				assert.Contains(t, r.body, `"status":429`, when)
+				assert.Contains(t, r.body, `"violated-policies":["redis"]`, when)
+				assert.Equal(t, [3]int{2, 1, 0}, sub(hook.counts("redis"), before), "%s: Allowed, Denied, Error events", when)
+			}
+			redisDecides("before the outage")
+			require.EqualValues(t, 2, srv.served.Load())
+
+			s.kill()
+			before, served := hook.counts("redis"), srv.served.Load()
+			switch policy {
+			case "fail-closed":
+				// 503 (DefaultDeny with Denial.Err), for a key Redis had
+				// denied and for a new one alike; Retry-After is the
+				// policy's hint, one interval capped at 1s; the policy is
+				// listed but has no RateLimit item.
+				for _, client := range []string{"alice", "bob", "bob"} {
+					r := srv.get(client)
+					assert.Equal(t, 503, r.status, client)
+					assert.Equal(t, "application/problem+json", r.header("Content-Type"), client)
+					assert.Contains(t, r.body, `"status":503`, client)
+					assert.Contains(t, r.body, `"title":"Service Unavailable"`, client)
+					assert.NotContains(t, r.body, "violated-policies", client)
+					assert.Equal(t, "1", r.header("Retry-After"), client)
+					assert.Equal(t, policyHeader, r.header("RateLimit-Policy"), client)
+					assert.Equal(t, "<absent>", r.header("RateLimit"), client)
+				}
+				assert.Equal(t, served, srv.served.Load(), "fail closed serves nothing")
+				assert.Equal(t, [3]int{0, 0, 3}, sub(hook.counts("redis"), before), "Error events only: no Denied for an outage")
+			case "fail-open":
+				// Served, even for the key Redis had denied: no limit at all.
+				for _, client := range []string{"alice", "alice", "alice", "bob"} {
+					r := srv.get(client)
+					assert.Equal(t, 200, r.status, client)
+					assert.Equal(t, "<absent>", r.header("RateLimit"), client)
+					assert.Equal(t, policyHeader, r.header("RateLimit-Policy"), client)
+					assert.Equal(t, "<absent>", r.header("Retry-After"), client)
+				}
+				assert.Equal(t, served+4, srv.served.Load())
+				assert.Equal(t, [3]int{0, 0, 4}, sub(hook.counts("redis"), before), "Error events only")
+			default:
+				// The local limiter decides, with its own limit (burst 2 an
+				// hour): served while it admits; when it denies, 503 as for
+				// fail closed, with the local limiter's exact wait.
+				for i := range 2 {
+					r := srv.get("alice")
+					assert.Equal(t, 200, r.status, "fallback admission %d", i)
+					assert.Equal(t, "<absent>", r.header("RateLimit"))
+					assert.Equal(t, policyHeader, r.header("RateLimit-Policy"))
+				}
+				r := srv.get("alice")
+				assert.Equal(t, 503, r.status, "the fallback denied")
+				assert.Contains(t, r.body, `"status":503`)
+				assert.Equal(t, "3600", r.header("Retry-After"), "the local limiter's wait")
+				assert.Equal(t, "<absent>", r.header("RateLimit"))
+				assert.Equal(t, policyHeader, r.header("RateLimit-Policy"))
+				assert.Equal(t, served+2, srv.served.Load())
+				assert.Equal(t, [3]int{0, 0, 3}, sub(hook.counts("redis"), before), "Error events only, the fallback's denial included")
+				assert.Equal(t, 0, stacktest.Peek(local, "alice", 0).Remaining, "the local limiter was charged")
+				assert.Equal(t, 2, stacktest.Peek(local, "bob", 0).Remaining)
+			}
+			hook.mu.Lock()
+			for _, err := range hook.errs {
+				assert.ErrorIs(t, err, redislimit.ErrUnavailable)
+			}
+			hook.mu.Unlock()
+
+			// Started again, empty (persistence is off): alice's bucket is
+			// full again, and Redis decides as before the outage.
+			s.restart(t)
+			waitRedis(t, l)
+			redisDecides("after the restart")
+		})
+	}
+}
+
+// TestHTTPOutageStacked: an in-process policy before a Redis one that fails
+// closed. While Redis is down every request is a 503, and the in-process
+// policy's admission is given back each time: its state is unchanged.
+func TestHTTPOutageStacked(t *testing.T) {
+	s := startServer(t)
+	c := outageClient(t, s)
+	local, err := atomiclimit.NewKeyed[string](gcra.Every(time.Minute), 5,
+		atomiclimit.WithClock(stopped{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer local.Close()
+	remote, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	hook := newEventHook()
+	mw, err := httplimit.New(httplimit.Config[string]{
+		Key: httplimit.Header("X-Client"),
+		Policies: []httplimit.Policy[string]{
+			{Name: "local", Limiter: local},
+			{Name: "redis", Limiter: remote},
+		},
+		Hook: hook.hook(),
+	})
+	require.NoError(t, err)
+	srv := newHTTPServer(t, mw)
+	const policies = `"local";q=5;w=300, "redis";q=2;w=7200`
+
+	r := srv.get("alice")
+	require.Equal(t, 200, r.status)
+	assert.Equal(t, `"local";r=4, "redis";r=1`, r.header("RateLimit"))
+	assert.Equal(t, policies, r.header("RateLimit-Policy"))
+
+	s.kill()
+	before := stacktest.Peek(local, "alice", 0)
+	require.Equal(t, 4, before.Remaining)
+	for i := range 3 {
+		r := srv.get("alice")
+		assert.Equal(t, 503, r.status, "request %d", i)
+		assert.Contains(t, r.body, `"status":503`)
+		assert.Equal(t, "1", r.header("Retry-After"))
+		assert.Equal(t, policies, r.header("RateLimit-Policy"))
+		// The local policy's item describes its state without the request
+		// (given back); the Redis policy has none.
+		assert.Equal(t, `"local";r=4`, r.header("RateLimit"), "request %d", i)
+		assert.Equal(t, before, stacktest.Peek(local, "alice", 0), "request %d: the local admission was not given back", i)
+	}
+	assert.EqualValues(t, 1, srv.served.Load())
+	assert.Equal(t, [3]int{1, 0, 0}, hook.counts("local"), "given-back admissions are no Allowed events")
+	assert.Equal(t, [3]int{1, 0, 3}, hook.counts("redis"))
+
+	s.restart(t)
+	waitRedis(t, remote)
+	r = srv.get("alice")
+	assert.Equal(t, 200, r.status)
+	assert.Equal(t, `"local";r=3, "redis";r=1`, r.header("RateLimit"), "local: one more taken; redis: a new, full bucket")
+}
+
+func sub(a, b [3]int) [3]int { return [3]int{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
+
+// TestHTTPOutageFallbackGivenBack: Redis down, its FallbackTo limiter
+// admits, and an in-process policy asked after it denies: the fallback's
+// admission is given back (its receipt is the local limiter's), so the
+// fallback is charged only for the requests served.
+func TestHTTPOutageFallbackGivenBack(t *testing.T) {
+	s := startServer(t)
+	c := outageClient(t, s)
+	clock := stopped{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	fallback, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 10, atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer fallback.Close()
+	strict, err := atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 1, atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+	defer strict.Close()
+	remote, err := redislimit.New(c, gcra.Every(time.Minute), 10,
+		redislimit.WithTimeout(200*time.Millisecond), redislimit.WithOutage(redislimit.FallbackTo(fallback)))
+	require.NoError(t, err)
+	mw, err := httplimit.New(httplimit.Config[string]{
+		Key: httplimit.Header("X-Client"),
+		Policies: []httplimit.Policy[string]{
+			{Name: "redis", Limiter: remote},
+			{Name: "strict", Limiter: strict},
+		},
+	})
+	require.NoError(t, err)
+	srv := newHTTPServer(t, mw)
+
+	s.kill()
+	assert.Equal(t, 200, srv.get("alice").status, "the fallback and strict admit")
+	for i := range 3 {
+		r := srv.get("alice")
+		assert.Equal(t, 429, r.status, "request %d: strict denies", i)
+		assert.Contains(t, r.body, `"violated-policies":["strict"]`)
+	}
+	assert.Equal(t, 9, stacktest.Peek(fallback, "alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
+}
