@@ -239,18 +239,10 @@ end
 // n = 0 is admitted by every band and writes nothing. e, the slots of the
 // ring expired at now, is found by binary search (the expiries never
 // decrease from the oldest to the latest): at most ⌈log2 N⌉ + 4 reads.
-const ruleLua = `
-if redis.replicate_commands then redis.replicate_commands() end
-` + wordsLua + `
+const ruleLua = preludeLua + wordsLua + `
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local now
-if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now = now_us(ARGV[3])
 
 local bands, size = {}, 0
 local i = 4
@@ -508,9 +500,7 @@ return reply
 // admissions: it never creates quota. It replies 1 if it gave back, else 0,
 // and otherwise keeps the key's expiry (the state only becomes idle
 // sooner).
-const ruleRefundLua = `
-if redis.replicate_commands then redis.replicate_commands() end
-` + wordsLua + `
+const ruleRefundLua = preludeLua + wordsLua + `
 local kind, N, n, a, size = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 -- Nothing to give back from an absent key, nor from one that is not a
 -- state of the rule (the next decision repairs it).
@@ -534,13 +524,7 @@ elseif kind == 'a' then
     redis.call('SETRANGE', key, 16, enc(c - n))
     return 1
   end
-  local now
-  if ARGV[10] then
-    now = tonumber(ARGV[10])
-  else
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
+  local now = now_us(ARGV[10])
   -- t = max(now, A_r), and its anchor ⌈t/g⌉·g (A_r is on the grid)
   local ta, tr = now, 0
   if before(now, 0, a, ar) then ta, tr = a, ar end

@@ -60,15 +60,8 @@ import (
 // ARGV[5] is set only in tests: an explicit now in µs, so that the decision
 // vectors can run on a timeline. Production calls pass four arguments (or
 // an empty ARGV[5] for op '3') and the script reads TIME.
-const decideLua = `
-if redis.replicate_commands then redis.replicate_commands() end
-local now
-if ARGV[5] and ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+const decideLua = preludeLua + `
+local now = now_us(ARGV[5])
 local T = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -111,6 +104,18 @@ if ARGV[4] == '2' and stored > 0 then return {debt * 2 + ok, stored, now, ep} en
 if bad then return {debt * 2 + ok, stored, bad} end
 if ARGV[4] == '3' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
+`
+
+// preludeLua begins every script: effects replication where Redis needs
+// it asked for (before 5.0), and now_us, the time in µs: the explicit time
+// a test passes, or Redis's TIME when the argument is absent or empty.
+const preludeLua = `
+if redis.replicate_commands then redis.replicate_commands() end
+local function now_us(arg)
+  if arg and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 `
 
 // stateLua is what decideLua and refundLua share: the stored value's
@@ -274,18 +279,11 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 //
 // The caller checks 1 ≤ n ≤ B and that r, at and e are below 2^53, so
 // every value is exact in Lua's doubles.
-const refundLua = `
-if redis.replicate_commands then redis.replicate_commands() end
+const refundLua = preludeLua + `
 local T = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
 local n, r, at, e = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local now
-if ARGV[7] then
-  now = tonumber(ARGV[7])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local now = now_us(ARGV[7])
 if now < at then now = at end
 ` + stateLua + `
 local v = redis.pcall('GET', KEYS[1])

@@ -102,28 +102,11 @@ type Taker interface {
 // admission would replace.
 type Mark [2]uint64
 
-// A Quota describes one limit as the IETF RateLimit fields and a log line
-// need it: its kind, the most it admits in one window, and the window.
+// A Quota is the root package's Quota as a rule builds it; the root
+// converts it (the fields are the same, documented there).
 type Quota struct {
-	// Kind names the algorithm: "gcra", "fixed", "anchored", "counter",
-	// "log", "rolling" or "bands".
-	Kind string
-	// Limit is the quota: the most a full state admits at once (GCRA's
-	// burst), or per window (the windows' N, the rolling window's Q).
-	// math.MaxInt for Unlimited, 0 for DenyAll.
-	Limit int
-	// Window is the time the quota refers to: the window's length, or for
-	// GCRA burst × interval (the time a drained bucket takes to refill).
-	Window time.Duration
-	// IdleAfter is the longest a state takes to become idle after its last
-	// admission: B·T for GCRA, one window (two for the sliding counter).
-	IdleAfter time.Duration
-	// String describes the limit as configured, e.g. "100/1s burst 10".
-	String string
+	Kind              string
+	Limit             int
+	Window, IdleAfter time.Duration
+	String            string
 }
-
-// Refunds reports whether a limiter of this kind can give an admission
-// back: whether its Take returns receipts. Every kind can but the sliding
-// log (its ring only moves forward) and bands (a receipt would need a word
-// per band).
-func (q Quota) Refunds() bool { return q.Kind != "log" && q.Kind != "bands" }

@@ -536,13 +536,10 @@ func (s *Store[K, C]) Close() {
 // (nil if none was started).
 func (s *Store[K, C]) Done() <-chan struct{} { return s.done }
 
-// Stats counts what a keyed limiter has done since it was created.
+// Stats is the root package's Stats (documented there), which converts it.
 type Stats struct {
-	Keys          int    // keys held now
-	Created       uint64 // cells created for new keys
-	Evicted       uint64 // idle keys removed (sweeps, and room made when full)
-	EvictedActive uint64 // keys removed before they were idle (EvictStalest)
-	Rejected      uint64 // requests for new keys refused because the limiter was full
+	Keys                                      int
+	Created, Evicted, EvictedActive, Rejected uint64
 }
 
 // Stats returns the Store's counters.
