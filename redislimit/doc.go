@@ -111,7 +111,7 @@
 // ErrUnavailable) and the Outage policy decides; then one call probes, and
 // an answer closes the breaker while an outage opens it for another
 // window. Against a host that does not answer, a decision then costs
-// nanoseconds instead of the whole WithTimeout (see the README).
+// nanoseconds instead of the whole WithTimeout.
 //
 // A caller whose context ends first (cancelled, or its own deadline) is not
 // an outage: no policy applies, the decision is the zero Decision (denied,
