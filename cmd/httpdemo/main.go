@@ -1,8 +1,8 @@
 // Command httpdemo starts an HTTP server on 127.0.0.1 behind the httplimit
 // middleware and drives it with concurrent clients, then prints, per client,
 // the requests admitted beside each policy's bound, and the headers a
-// client sees on an admitted and on a denied response. It plays the user
-// stories of the README:
+// client sees on an admitted and on a denied response. It plays three user
+// stories:
 //
 //   - every client IP is held to 60 requests per 60 s and 10,000 per rolling
 //     24 h, both at once and both advertised (stacked policies); POST /login
