@@ -308,20 +308,26 @@ func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, traile
 		m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
 		return unavailable(s.Policies[at].Name, &out[at])
 	default: // door.Deny
-		den := s.Denied(out)
-		s.Report(m.hook, res, out, n)
-		if len(s.Policies) == 1 {
-			// The denial of one policy is kept, and built only on a miss.
-			d := s.deny1(key, out, n, den)
-			if md := d.metadata(m.md); md != nil {
-				send(ctx, ss, trailer, md)
-			}
-			return d.err
-		}
-		s.Fields(key, fs)
-		m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
-		return deniedWith(s.Stack, fs, out, den)
+		return m.deny(ctx, ss, trailer, s, key, n, out, fs)
 	}
+}
+
+// deny is check's denial, out of line so that the admission's path stays
+// short: it reports the denial, sends its metadata and returns its error.
+func (m *Interceptor[K]) deny(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
+	den := s.Denied(out)
+	s.Report(m.hook, door.Deny, out, n)
+	if len(s.Policies) == 1 {
+		// The denial of one policy is kept, and built only on a miss.
+		d := s.deny1(key, out, n, den)
+		if md := d.metadata(m.md); md != nil {
+			send(ctx, ss, trailer, md)
+		}
+		return d.err
+	}
+	s.Fields(key, fs)
+	m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
+	return deniedWith(s.Stack, fs, out, den)
 }
 
 // sendMetadata sends the selected RateLimit fields of s's outcomes: with
