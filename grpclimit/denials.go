@@ -55,16 +55,15 @@ type denial struct {
 
 // A denialKey is everything a denial of a stack of one policy depends on:
 // the policy's fields (the quota of the call's key: its name, q, w and
-// description), the RetryInfo delay in milliseconds (never: the call's
+// description), the RetryInfo delay in milliseconds (-1: none, the call's
 // cost exceeds the quota), and the RateLimit item's r and t (in seconds;
 // 0: none), item false when the outcome describes no state.
 type denialKey struct {
-	f     *ratefields.Fields
-	ms    int64 // retryDelay in ms; -1: never
-	r     int
-	t     int64
-	item  bool
-	never bool
+	f    *ratefields.Fields
+	ms   int64
+	r    int
+	t    int64
+	item bool
 }
 
 // denialSlots bounds the waits whose denials are kept per slot: a wait of
@@ -94,7 +93,7 @@ type denials struct {
 // long for one.
 func slot(k *denialKey) (int, bool) {
 	switch {
-	case k.never:
+	case k.ms < 0:
 		return 0, true
 	case k.ms >= 1 && k.ms < denialSlots:
 		return int(k.ms), true
@@ -150,8 +149,8 @@ func (c *denials) keep(d *denial) {
 // policy of a stack, with fields f, denied with outcome o, the longest
 // wait ra.
 func denialKeyOf(f *ratefields.Fields, o *door.Outcome, n int, ra time.Duration) denialKey {
-	k := denialKey{f: f, ms: -1, never: ra == atomiclimit.Never}
-	if !k.never {
+	k := denialKey{f: f, ms: -1}
+	if ra != atomiclimit.Never {
 		k.ms = int64(retryDelay(ra) / time.Millisecond)
 	}
 	if f.Limited {

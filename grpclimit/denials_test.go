@@ -115,6 +115,13 @@ func deniedWithFresh(t *testing.T, m *Interceptor[netip.Prefix], key netip.Prefi
 
 // A stack keeps at most maxKeptDenials denials in its slots, and the last.
 func TestDenialsBounded(t *testing.T) {
+	var first denials // a call that no wait admits has slot 0
+	never := &denial{denialKey: denialKey{ms: -1}}
+	first.keep(never)
+	first.last.Store(nil)
+	if first.get(&denialKey{ms: -1}) != never {
+		t.Error("a never-admitted denial is not kept in slot 0")
+	}
 	var c denials
 	for ms := int64(1); ms < denialSlots; ms++ {
 		c.keep(&denial{denialKey: denialKey{ms: ms}})
@@ -138,6 +145,11 @@ func TestDenialsBounded(t *testing.T) {
 	}
 	if c.get(&denialKey{ms: maxKeptDenials + 1}) != nil {
 		t.Error("a denial past the bound is kept")
+	}
+	never = &denial{denialKey: denialKey{ms: -1}} // past the bound: the last one only
+	c.keep(never)
+	if c.get(&denialKey{ms: -1}) != never || c.slots.Load()[0].Load() != nil {
+		t.Error("a never-admitted denial past the bound: not the last one, or kept in its slot")
 	}
 	long := &denial{denialKey: denialKey{ms: 3_600_000}}
 	c.keep(long)

@@ -330,10 +330,11 @@ func (m *Interceptor[K]) deny(ctx context.Context, ss grpc.ServerStream, trailer
 	return deniedWith(s.Stack, fs, out, den)
 }
 
-// sendMetadata sends the selected RateLimit fields of s's outcomes: with
-// grpc.SetHeader for a unary call (ss nil), in ss's header when it opens,
-// in ss's trailer for a message. Interceptors nested in one another each
-// add their own values under the same keys.
+// sendMetadata sends the selected RateLimit fields of s's outcomes (fs:
+// the field values of the call's key, filled): with grpc.SetHeader for a
+// unary call (ss nil), in ss's header when it opens, in ss's trailer for a
+// message. Interceptors nested in one another each add their own values
+// under the same keys.
 func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, n int) {
 	if m.md&MetadataNone != 0 {
 		return
