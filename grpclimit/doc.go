@@ -78,8 +78,8 @@
 //
 // With MetadataOnAllow, admitted calls and streams opened carry them too.
 // That costs what gRPC's metadata API costs: a map per call, merged by the
-// transport into another one (7 allocations; BenchmarkUnary measures the
-// time), which is why it is not the default.
+// transport into another one (several allocations; BenchmarkUnary measures
+// them and the time), which is why it is not the default.
 //
 // # Outages
 //
@@ -132,4 +132,12 @@
 // adds no allocation (an API key adds one, grpc's copy of the metadata
 // value), and the time of the key function and of the limiters' Take:
 // BenchmarkUnary compares it with a bare interceptor chain.
+//
+// A denial by a lone policy (Policies of one, or a method's own with no
+// Policies) is built once per quota, wait (to the millisecond) and
+// RateLimit item, and kept: the calls denied with the same ones share one
+// immutable error value and its metadata values, and allocate only the
+// metadata map they hand to gRPC (which gRPC copies into its own). A stack
+// keeps at most 128 denials for waits under about a second, and the last
+// denial; a denial by several policies is built per call.
 package grpclimit

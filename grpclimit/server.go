@@ -52,7 +52,7 @@ const (
 	// MetadataOnAllow sends the fields on every admitted call and stream
 	// opened too, not only on denials. gRPC's metadata API takes a map, and
 	// the transport merges it into a fresh one: on the allow path this adds
-	// 7 allocations per call, and more time than the limiter takes
+	// several allocations per call, and more time than the limiter takes
 	// (BenchmarkUnary, metadata=onallow).
 	MetadataOnAllow
 	// MetadataNone sends no metadata; it overrides every other bit.
@@ -130,9 +130,9 @@ func ServeOnError(context.Context, string, error) error { return nil }
 // safe for concurrent use.
 type Interceptor[K comparable] struct {
 	key     KeyFunc[K]
-	def     *door.Stack[K]         // Policies; nil if there are none
+	def     *stack[K]              // Policies; nil if there are none
 	methods map[string]methodOf[K] // a method's stack (Policies and its own) and cost
-	msgs    *door.Stack[K]         // Messages; nil if there are none
+	msgs    *stack[K]              // Messages; nil if there are none
 	exclude func(context.Context, string) bool
 	md      MetadataSet
 	onError ErrorHandler
@@ -144,7 +144,7 @@ type Interceptor[K comparable] struct {
 // methodOf is what a listed method is checked against: s (nil: none) at
 // cost.
 type methodOf[K comparable] struct {
-	s    *door.Stack[K]
+	s    *stack[K]
 	cost int
 }
 
@@ -167,13 +167,15 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	var err error
-	if m.def, err = door.AddStack(&m.set, "Policies", c.Policies); err != nil {
+	def, err := door.AddStack(&m.set, "Policies", c.Policies)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if m.msgs, err = door.AddStack(&m.set, "Messages", c.Messages); err != nil {
+	msgs, err := door.AddStack(&m.set, "Messages", c.Messages)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	m.def, m.msgs = newStack(def), newStack(msgs)
 	if len(c.Methods) > 0 || len(c.Costs) > 0 {
 		m.methods = make(map[string]methodOf[K], len(c.Methods)+len(c.Costs))
 	}
@@ -190,7 +192,7 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		s, err := m.def.With(pol)
+		s, err := m.def.base().With(pol)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
 		}
@@ -198,7 +200,7 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 		if !ok {
 			mt.cost = 1
 		}
-		mt.s = s
+		mt.s = newStack(s)
 		m.methods[name] = mt
 	}
 	return m, nil
@@ -257,7 +259,7 @@ func (m *Interceptor[K]) call(ctx context.Context, method string, ss grpc.Server
 
 // decide is check with the outcomes on the stack: one for the common
 // single policy.
-func (m *Interceptor[K]) decide(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, n int) error {
+func (m *Interceptor[K]) decide(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int) error {
 	if len(s.Policies) == 1 {
 		var sc door.Scratch1
 		return m.check(ctx, ss, trailer, s, key, n, sc.Out[:], sc.Fields[:])
@@ -269,7 +271,7 @@ func (m *Interceptor[K]) decide(ctx context.Context, ss grpc.ServerStream, trail
 // fail reports err, for which a call of method could not be keyed, under
 // the first policy it would have met, and returns what the ErrorHandler
 // makes of it.
-func (m *Interceptor[K]) fail(ctx context.Context, method string, s *door.Stack[K], err error) error {
+func (m *Interceptor[K]) fail(ctx context.Context, method string, s *stack[K], err error) error {
 	if m.hook != nil {
 		if s == nil {
 			s = m.msgs
@@ -283,13 +285,14 @@ func (m *Interceptor[K]) fail(ctx context.Context, method string, s *door.Stack[
 // to the hook, and sends its metadata: in the header (trailer false), or in
 // the trailer for a message on a stream whose header may be gone. A nil
 // error admits it. fs is scratch space for the fields, nil on entry.
-func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
+func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
 	res, at := s.Decide(ctx, key, n, out, m.errs)
 	switch res {
 	case door.Pass:
 		s.Report(m.hook, res, out, n)
 		if m.md&MetadataOnAllow != 0 && !trailer { // an admitted message sends nothing
-			m.sendMetadata(ctx, ss, false, s, key, out, fs, n)
+			s.Fields(key, fs)
+			m.sendMetadata(ctx, ss, false, s.Stack, out, fs, n)
 		}
 		return nil
 	case door.Gone:
@@ -301,25 +304,41 @@ func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, traile
 		if res == door.Overloaded && m.hook != nil {
 			m.hook.Overloaded(s.Policies[at].Name, n)
 		}
-		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
+		s.Fields(key, fs)
+		m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
 		return unavailable(s.Policies[at].Name, &out[at])
 	default: // door.Deny
-		den := s.Denied(out)
-		s.Report(m.hook, res, out, n)
-		m.sendMetadata(ctx, ss, trailer, s, key, out, fs, n)
-		return denied(s, key, out, den)
+		return m.deny(ctx, ss, trailer, s, key, n, out, fs)
 	}
 }
 
-// sendMetadata sends the selected RateLimit fields of s's outcomes: with
-// grpc.SetHeader for a unary call (ss nil), in ss's header when it opens,
-// in ss's trailer for a message. Interceptors nested in one another each
-// add their own values under the same keys.
-func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], key K, out []door.Outcome, fs []*ratefields.Fields, n int) {
+// deny is check's denial, out of line so that the admission's path stays
+// short: it reports the denial, sends its metadata and returns its error.
+func (m *Interceptor[K]) deny(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
+	den := s.Denied(out)
+	s.Report(m.hook, door.Deny, out, n)
+	if len(s.Policies) == 1 {
+		// The denial of one policy is kept, and built only on a miss.
+		d := s.deny1(key, out, n, den)
+		if md := d.metadata(m.md); md != nil {
+			send(ctx, ss, trailer, md)
+		}
+		return d.err
+	}
+	s.Fields(key, fs)
+	m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
+	return deniedWith(s.Stack, fs, out, den)
+}
+
+// sendMetadata sends the selected RateLimit fields of s's outcomes (fs:
+// the field values of the call's key, filled): with grpc.SetHeader for a
+// unary call (ss nil), in ss's header when it opens, in ss's trailer for a
+// message. Interceptors nested in one another each add their own values
+// under the same keys.
+func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, n int) {
 	if m.md&MetadataNone != 0 {
 		return
 	}
-	s.Fields(key, fs)
 	policies, items, _, _ := door.Count(out, fs, n)
 	rl := items > 0 && m.md&MetadataRateLimit != 0
 	pol := policies > 0 && m.md&MetadataPolicy != 0
@@ -337,6 +356,12 @@ func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream,
 		vals = append(vals, s.PolicyValue(fs, policies, nil))
 		md[mdPolicy] = vals[len(vals)-1:]
 	}
+	send(ctx, ss, trailer, md)
+}
+
+// send sends md: with grpc.SetHeader for a unary call (ss nil), in ss's
+// header when it opens, in ss's trailer for a message.
+func send(ctx context.Context, ss grpc.ServerStream, trailer bool, md metadata.MD) {
 	// The only error is a header already sent (the handler's, on a stream
 	// it opened earlier): nothing to do about it but leave it out.
 	switch {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/internal/door"
+	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,13 +19,25 @@ import (
 // A limitError is the error a denied call fails with: its status, and the
 // error it wraps for errors.Is (ErrLimited, or the limiter's own).
 type limitError struct {
-	st  *status.Status
-	err error
+	st   *status.Status
+	err  error
+	text string // Error's text, kept for a shared error (keepText); "" if not
 }
 
-func (e *limitError) Error() string              { return e.st.Err().Error() }
+func (e *limitError) Error() string {
+	if e.text != "" {
+		return e.text
+	}
+	return e.st.Err().Error()
+}
+
 func (e *limitError) GRPCStatus() *status.Status { return e.st }
 func (e *limitError) Unwrap() error              { return e.err }
+
+// keepText keeps Error's text in e, for an error shared by many calls: it
+// is formatted once, not by every call that asks. It must be called before
+// e is shared.
+func (e *limitError) keepText() { e.text = e.st.Err().Error() }
 
 // retryDelay is the RetryInfo delay of a wait d: d rounded up to whole
 // milliseconds. The exact wait would do for a client that reads
@@ -43,6 +56,15 @@ func retryDelay(d time.Duration) time.Duration {
 // quota_id the policy's name, description its rule as configured,
 // quota_value its advertised quota.
 func denied[K comparable](s *door.Stack[K], key K, out []door.Outcome, den door.Denial) error {
+	var buf [door.MaxPolicies]*ratefields.Fields
+	fs := buf[:len(s.Policies)]
+	s.Fields(key, fs)
+	return deniedWith(s, fs, out, den)
+}
+
+// deniedWith is denied with the field values of the call's key under each
+// policy of s (fs, parallel to s.Policies).
+func deniedWith[K comparable](s *door.Stack[K], fs []*ratefields.Fields, out []door.Outcome, den door.Denial) error {
 	var b strings.Builder
 	b.WriteString(ErrLimited.Error())
 	b.WriteString(": ")
@@ -52,7 +74,7 @@ func denied[K comparable](s *door.Stack[K], key K, out []door.Outcome, den door.
 		if out[j].Kind != door.Violated {
 			continue
 		}
-		f := p.Fields(key)
+		f := fs[j]
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject: p.Name, QuotaId: p.Name, Description: f.Quota.String, QuotaValue: int64(f.Q),
 		})

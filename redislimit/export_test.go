@@ -159,3 +159,9 @@ func (ls *Leased) HoldCell(key string) (spend func(n int) bool) {
 	}
 	return func(n int) bool { _, ok := ls.spend(c, n); return ok }
 }
+
+// DecideArgs are the ARGV of the EVALSHA that Take(ctx, key, n) sends
+// (opReceipt, Redis TIME): what a raw EVALSHA of the same size sends.
+func (l *Limiter) DecideArgs(n int) []any {
+	return []any{l.argT, l.argSpan, n, opArgs[opReceipt]}
+}
