@@ -34,8 +34,12 @@ type Fields struct {
 	Q       int    // the advertised quota (see Advertise)
 	Limit   string // Q in decimal
 	Policy  string // the RateLimit-Policy item without pk
-	item    string // `"name";r=`: the start of the RateLimit item
-	table   []string
+	// PolicyValue and LimitValue are Policy and Limit as field values
+	// (see Values): shared, never written.
+	PolicyValue, LimitValue []string
+	item                    string // `"name";r=`: the start of the RateLimit item
+	table                   []string
+	denied                  [deniedSlots]atomic.Pointer[deniedItem] // Values' cache for r = 0
 }
 
 // NewFields returns the fields of the policy name (printable ASCII: see
@@ -60,6 +64,7 @@ func NewFields(quota atomiclimit.Quota, name, unit string) *Fields {
 		pol = AppendString(pol, unit)
 	}
 	f.Policy = string(pol)
+	f.PolicyValue, f.LimitValue = One(f.Policy), One(f.Limit)
 	f.item = string(item) + ";r="
 	f.table = make([]string, min(quota.Limit, tableMax)+1)
 	for r := 1; r < len(f.table); r++ {
