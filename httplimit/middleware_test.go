@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -486,5 +487,70 @@ func TestAllowPathAllocsAcrossTiers(t *testing.T) {
 	h.ServeHTTP(w, paid)
 	if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=1000000000;w=1` {
 		t.Errorf("paid key's policy %q", got)
+	}
+}
+
+// A kept problem body is DefaultDeny's, byte for byte, with its headers,
+// for every Retry-After, slots shared or not (issue 25).
+func TestProblemCacheIsDefaultDeny(t *testing.T) {
+	c := &problemCache{names: []string{`we"ird\name`}}
+	for _, ra := range []int64{-1, 1, 2, 17, 1, 3600, 5000, 15, -1} {
+		want := newReuseWriterBody()
+		DefaultDeny(want, nil, Denial{Policies: c.names, RetryAfter: ra})
+		got := newReuseWriterBody()
+		p := c.get(ra)
+		writeProblem(got, http.StatusTooManyRequests, p.body, p.length)
+		if got.body != want.body || got.status != want.status || fmt.Sprint(got.h) != fmt.Sprint(want.h) {
+			t.Errorf("ra %d: kept %d %v %q, DefaultDeny %d %v %q", ra, got.status, got.h, got.body, want.status, want.h, want.body)
+		}
+	}
+}
+
+// bodyWriter is a reuseWriter that keeps the body.
+type bodyWriter struct {
+	reuseWriter
+	body string
+}
+
+func newReuseWriterBody() *bodyWriter { return &bodyWriter{reuseWriter: *newReuseWriter()} }
+
+func (w *bodyWriter) Write(b []byte) (int, error) { w.body += string(b); return len(b), nil }
+
+// A denial with the default headers and DefaultDeny allocates nothing once
+// its body and RateLimit item are kept (issue 25), for one policy; a second
+// policy denying after the first admitted (its give-back) allocates the
+// RateLimit list of two items, whose r values change.
+func TestDenyPathAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want float64
+		pols func() []Policy[netip.Prefix]
+	}{
+		{"policies=1", 0, func() []Policy[netip.Prefix] {
+			return []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+		}},
+		{"policies=2/denied=second", 1, func() []Policy[netip.Prefix] {
+			lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []Policy[netip.Prefix]{{Name: "a", Limiter: lim}, {Name: "b", Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+		}},
+	} {
+		h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: tc.pols()}).Handler(okHandler)
+		r := httptest.NewRequest("GET", "/", nil)
+		w := newReuseWriter()
+		h.ServeHTTP(w, r) // the one admission
+		h.ServeHTTP(w, r) // the first denial: keeps its values
+		n := testing.AllocsPerRun(1000, func() {
+			w.reset()
+			h.ServeHTTP(w, r)
+		})
+		if w.status != http.StatusTooManyRequests {
+			t.Fatalf("%s: status %d", tc.name, w.status)
+		}
+		if n != tc.want {
+			t.Errorf("%s: %v allocs per denial, want %v", tc.name, n, tc.want)
+		}
 	}
 }

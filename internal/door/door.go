@@ -266,7 +266,9 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 	if i == 0 {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Done() != nil { // a context that can end; WithoutCancel allocates
+		ctx = context.WithoutCancel(ctx)
+	}
 	for k := i - 1; k >= 0; k-- {
 		j := s.order[k]
 		o := &out[j]
