@@ -34,6 +34,10 @@ type Policy[K comparable] struct {
 	Name    string
 	Names   []string // {Name}: a verdict's Violated for this policy alone, not built per denial
 	Limiter atomiclimit.KeyedLimiter[K]
+	// keyed is Limiter when it is a *atomiclimit.Keyed, called directly:
+	// through the interface, a method of a generic type is reached by a
+	// wrapper that copies the call's arguments and results once more.
+	keyed   *atomiclimit.Keyed[K]
 	fields  ratefields.Cache
 	evicted uint64 // evictions reported so far; guarded by its Set's mu
 }
@@ -42,6 +46,7 @@ type Policy[K comparable] struct {
 // the qu parameter of its RateLimit-Policy items.
 func newPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K], unit string) *Policy[K] {
 	p := &Policy[K]{Name: name, Names: []string{name}, Limiter: lim}
+	p.keyed, _ = lim.(*atomiclimit.Keyed[K])
 	p.fields.Init(name, unit)
 	return p
 }
@@ -49,7 +54,20 @@ func newPolicy[K comparable](name string, lim atomiclimit.KeyedLimiter[K], unit 
 // Fields returns the field values of key's quota (atomiclimit.Quota), built
 // once per quota: a key on another tier, or a rule changed by SetRule, has
 // its own.
-func (p *Policy[K]) Fields(key K) *ratefields.Fields { return p.fields.For(p.Limiter.Quota(key)) }
+func (p *Policy[K]) Fields(key K) *ratefields.Fields {
+	if p.keyed != nil {
+		return p.fields.For(p.keyed.Quota(key))
+	}
+	return p.fields.For(p.Limiter.Quota(key))
+}
+
+// take is p.Limiter.Take.
+func (p *Policy[K]) take(ctx context.Context, key K, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	if p.keyed != nil {
+		return p.keyed.Take(ctx, key, n)
+	}
+	return p.Limiter.Take(ctx, key, n)
+}
 
 // A Stack is the policies one request is checked against. A request is
 // admitted only if every policy admits it. The policies take the request in
@@ -206,7 +224,7 @@ type ErrorSink = func(policy string, err error)
 func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onError ErrorSink) (res Result, at int) {
 	for i, j := range s.order {
 		p, o := s.Policies[j], &out[j]
-		d, rc, err := p.Limiter.Take(ctx, key, n)
+		d, rc, err := p.take(ctx, key, n)
 		o.D, o.Receipt = d, rc
 		if err != nil && errors.Is(err, atomiclimit.ErrFallback) && !callerDone(ctx) {
 			// Another limiter decided on a state of its own: report the
