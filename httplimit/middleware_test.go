@@ -428,19 +428,27 @@ func TestAllowPathAllocs(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:1"
 	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9")
+	// A burst beyond the prebuilt table: r = B−1, a full bucket after one
+	// request, is built in advance too.
+	big, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 1<<30, atomiclimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := newReuseWriter()
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
 		hook    *atomiclimit.Hook
 		want    float64
+		lim     *atomiclimit.Keyed[netip.Prefix]
 	}{
-		{"headers=none", HeadersNone, nil, 0},
-		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}, 0},
-		{"headers=default", DefaultHeaders, nil, 0},
-		{"headers=all", DefaultHeaders | HeaderLegacy, nil, 0},
+		{"headers=none", HeadersNone, nil, 0, lim},
+		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}, 0, lim},
+		{"headers=default", DefaultHeaders, nil, 0, lim},
+		{"headers=all", DefaultHeaders | HeaderLegacy, nil, 0, lim},
+		{"headers=default/burst=2^30", DefaultHeaders, nil, 0, big},
 	} {
-		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
+		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: tc.lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
 		h.ServeHTTP(w, r) // create the key
 		n := testing.AllocsPerRun(1000, func() {
 			w.reset()

@@ -39,6 +39,7 @@ type Fields struct {
 	PolicyValue, LimitValue []string
 	item                    string // `"name";r=`: the start of the RateLimit item
 	table                   []string
+	full                    []string                                // the item of r = Limit−1 beyond the table: a full bucket after one request
 	denied                  [deniedSlots]atomic.Pointer[deniedItem] // Values' cache for r = 0
 }
 
@@ -69,6 +70,9 @@ func NewFields(quota atomiclimit.Quota, name, unit string) *Fields {
 	f.table = make([]string, min(quota.Limit, tableMax)+1)
 	for r := 1; r < len(f.table); r++ {
 		f.table[r] = f.item + strconv.Itoa(r)
+	}
+	if r := quota.Limit - 1; r >= len(f.table) {
+		f.full = One(f.item + strconv.Itoa(sfInt(uint64(r))))
 	}
 	return f
 }

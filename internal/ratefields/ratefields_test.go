@@ -131,6 +131,7 @@ func TestValues(t *testing.T) {
 		{1, 0, `"p";r=1`},
 		{128, 0, `"p";r=128`},
 		{129, 0, `"p";r=129`},
+		{199, 0, `"p";r=199`}, // a full bucket after one request: built in advance
 		{0, 1500 * time.Millisecond, `"p";r=0;t=2`},
 		{0, 17*time.Second + 1, `"p";r=0;t=18`}, // the same slot as t=2
 		{0, 1500 * time.Millisecond, `"p";r=0;t=2`},
@@ -141,6 +142,9 @@ func TestValues(t *testing.T) {
 		if len(v) != 1 || cap(v) != 1 || v[0] != tc.want {
 			t.Errorf("Values(%d, %v) = %q (cap %d), want [%q]", tc.r, tc.token, v, cap(v), tc.want)
 		}
+	}
+	if a, b := f.Values(199, 0), f.Values(199, 0); &a[0] != &b[0] {
+		t.Error("a full bucket's value is built again")
 	}
 	if a, b := f.Values(0, time.Second), f.Values(0, time.Second); &a[0] != &b[0] {
 		t.Error("a denial's value is built again")

@@ -44,12 +44,17 @@ func IntValue(v int64) []string {
 
 // Values returns the policy's RateLimit item `"name";r=R[;t=T]` as a field
 // value without pk, for an outcome with r remaining and tokenAfter to the
-// next unit (AppendItem): built in advance for 1 ≤ r ≤ 128, and kept for
-// r = 0 (a denial's) by t, in a small cache, so that a flood of denials
-// builds it once per second of wait. Any other r allocates its value, once.
+// next unit (AppendItem): built in advance for 1 ≤ r ≤ 128 and for r =
+// quota − 1 (a full state after a request of 1: the common state of a
+// client that is not busy), and kept for r = 0 (a denial's) by t, in a
+// small cache, so that a flood of denials builds it once per second of
+// wait. Any other r allocates its value, once.
 func (f *Fields) Values(r int, tokenAfter time.Duration) []string {
 	if r >= 1 && r < len(f.table) {
 		return f.table[r : r+1 : r+1]
+	}
+	if f.full != nil && r == f.Quota.Limit-1 {
+		return f.full
 	}
 	if r != 0 {
 		return StringValue(f.AppendItem(make([]byte, 0, len(f.item)+20), r, tokenAfter, nil))
