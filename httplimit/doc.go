@@ -136,8 +136,9 @@
 // # Tiers
 //
 // The headers describe the quota of the rule each key is held to
-// (KeyedLimiter.Quota): a key on another tier (SetTierFunc, SetKeyRule) is
-// advertised with its own q and w. For bands, q and w are the tightest
+// (KeyedLimiter.Quota; for an *atomiclimit.Keyed, read by the decision's
+// own lookup of the key, Keyed.TakeQuota): a key on another tier
+// (SetTierFunc, SetKeyRule) is advertised with its own q and w. For bands, q and w are the tightest
 // band's; to advertise each limit, make each a policy of its own. For
 // limits that differ per route, use Config.Routes with one limiter per
 // route.

@@ -50,10 +50,10 @@ func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.
 
 // check decides r under every policy of s and serves it, or denies it.
 func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) {
-	if m.headers&HeadersNone == 0 {
-		s.Fields(key, fs)
+	if m.headers&HeadersNone != 0 {
+		fs = nil
 	}
-	res, at := s.Decide(r.Context(), key, n, out, m.errs)
+	res, at := s.DecideFields(r.Context(), key, n, out, fs, m.errs)
 	var den Denial
 	switch res {
 	case door.Pass:

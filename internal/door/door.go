@@ -61,12 +61,23 @@ func (p *Policy[K]) Fields(key K) *ratefields.Fields {
 	return p.fields.For(p.Limiter.Quota(key))
 }
 
-// take is p.Limiter.Take.
-func (p *Policy[K]) take(ctx context.Context, key K, n int) (gcra.Decision, atomiclimit.Receipt, error) {
-	if p.keyed != nil {
+// take is p.Limiter.Take; with fs (not nil) it sets fs[j] to the fields of
+// key's quota, for a *atomiclimit.Keyed from the decision's own lookup
+// (TakeQuota).
+func (p *Policy[K]) take(ctx context.Context, key K, n int, fs []*ratefields.Fields, j int) (gcra.Decision, atomiclimit.Receipt, error) {
+	switch {
+	case p.keyed != nil && fs != nil:
+		d, rc, q, err := p.keyed.TakeQuota(ctx, key, n)
+		fs[j] = p.fields.For(q)
+		return d, rc, err
+	case p.keyed != nil:
 		return p.keyed.Take(ctx, key, n)
 	}
-	return p.Limiter.Take(ctx, key, n)
+	d, rc, err := p.Limiter.Take(ctx, key, n)
+	if fs != nil {
+		fs[j] = p.Fields(key)
+	}
+	return d, rc, err
 }
 
 // A Stack is the policies one request is checked against. A request is
@@ -222,9 +233,29 @@ type ErrorSink = func(policy string, err error)
 // context ending. at is the index (configured order) of the policy that
 // denied or failed closed, for Deny and Unavailable.
 func (s *Stack[K]) Decide(ctx context.Context, key K, n int, out []Outcome, onError ErrorSink) (res Result, at int) {
+	return s.decide(ctx, key, n, out, nil, onError)
+}
+
+// DecideFields is Decide that also fills fs (parallel to s.Policies, nil
+// on entry) with the field values of key's quota under each policy, as
+// Fields does, but for a policy whose limiter is a *atomiclimit.Keyed from
+// the decision's own lookup of key: one lookup per policy a request takes
+// from, whatever the headers need.
+func (s *Stack[K]) DecideFields(ctx context.Context, key K, n int, out []Outcome, fs []*ratefields.Fields, onError ErrorSink) (res Result, at int) {
+	res, at = s.decide(ctx, key, n, out, fs, onError)
+	for j, f := range fs {
+		if f == nil { // not taken from: a policy after one that denied, or not asked
+			fs[j] = s.Policies[j].Fields(key)
+		}
+	}
+	return res, at
+}
+
+// decide is Decide, filling fs if it is not nil (DecideFields).
+func (s *Stack[K]) decide(ctx context.Context, key K, n int, out []Outcome, fs []*ratefields.Fields, onError ErrorSink) (res Result, at int) {
 	for i, j := range s.order {
 		p, o := s.Policies[j], &out[j]
-		d, rc, err := p.take(ctx, key, n)
+		d, rc, err := p.take(ctx, key, n, fs, j)
 		o.D, o.Receipt = d, rc
 		if err != nil && errors.Is(err, atomiclimit.ErrFallback) && !callerDone(ctx) {
 			// Another limiter decided on a state of its own: report the
