@@ -128,6 +128,11 @@
 // denial RetryAfter ≥ TokenAfter. A request that can never be admitted
 // (cost above a policy's quota, or DenyAll) gets no Retry-After.
 //
+// The common header values (and DefaultDeny's bodies) are built once and
+// shared by every response that carries them, so that a request allocates
+// none: a handler may set, add or delete these headers, which replaces
+// the value's slice, but must not write into the slice it finds there.
+//
 // The legacy headers (HeaderLegacy) are X-RateLimit-Limit = q,
 // X-RateLimit-Remaining = r and X-RateLimit-Reset = ⌈Decision.ResetAfter⌉,
 // the delay in seconds until the bucket is full (not a Unix time), of the
