@@ -140,6 +140,32 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	return k.taken(n, d, r, full)
 }
 
+// TakeQuota is Take, and the quota key is held to (Quota(key)) as the
+// decision found it: a door that describes each decision (the RateLimit
+// fields) needs both, and for a key already held under GCRA the quota
+// comes from the decision's own lookup, not a second one (with tiers,
+// Quota looks the key up).
+func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
+	if k.fast && k.hook == nil {
+		// Take's fast path, keeping the rule that decided.
+		now := k.src.Now()
+		if c, ok := k.m.Load(key); ok {
+			r := k.ruleOf(c)
+			d, t := c.bucket().TakeN(&r.g, now, n)
+			if d.Allowed {
+				return d, receiptOf(c, r, takenOf(t)), r.q, nil
+			}
+			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
+				return d, Receipt{}, r.q, nil
+			}
+		}
+	}
+	// A new key, a retired one, a coarse reading's denial, a hook, a rule
+	// other than GCRA: Take's own path, then the quota.
+	d, r, err := k.Take(ctx, key, n)
+	return d, r, k.Quota(key), err
+}
+
 // TakeN is Take at the given time.
 func (k *Keyed[K]) TakeN(key K, now time.Time, n int) (gcra.Decision, Receipt, error) {
 	d, r, full := k.take(key, k.src.At(now), n)

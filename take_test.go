@@ -235,3 +235,35 @@ func TestAnchoredRefundOfTheOpener(t *testing.T) {
 	ok, _ = k.Refund(ctx, "mid", 1, second)
 	require.True(t, ok, "not the opener: the anchor stays right")
 }
+
+// TakeQuota decides as Take does and reports the quota Quota reports, for
+// every rule, on a new key, a held one, a key with its own rule and a
+// denial (issue 25: a door reads the quota from the decision's lookup).
+func TestKeyedTakeQuota(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range takeRules {
+		t.Run("algo="+c.name, func(t *testing.T) {
+			a, err := atomiclimit.NewKeyedRule[string](c.rule, atomiclimit.WithSweepInterval(0))
+			require.NoError(t, err)
+			b, err := atomiclimit.NewKeyedRule[string](c.rule, atomiclimit.WithSweepInterval(0))
+			require.NoError(t, err)
+			if c.name == "gcra" { // a key on a rule of its own: the tiered path
+				for _, k := range []*atomiclimit.Keyed[string]{a, b} {
+					require.NoError(t, k.SetKeyRule("own", atomiclimit.GCRA(gcra.Every(time.Hour), 2)))
+				}
+			}
+			for i := range 6 {
+				for _, key := range []string{"k", "own"} {
+					d, _, q, err := a.TakeQuota(ctx, key, 1)
+					wd, _, werr := b.Take(ctx, key, 1)
+					if d.Allowed != wd.Allowed || d.Remaining != wd.Remaining || (err == nil) != (werr == nil) {
+						t.Fatalf("call %d, %s: TakeQuota %+v %v, Take %+v %v", i, key, d, err, wd, werr)
+					}
+					if want := a.Quota(key); q != want {
+						t.Fatalf("call %d, %s: TakeQuota's quota %+v, Quota %+v", i, key, q, want)
+					}
+				}
+			}
+		})
+	}
+}

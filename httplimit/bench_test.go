@@ -209,3 +209,48 @@ func BenchmarkStacked(b *testing.B) {
 		benchServe(b, m.Handler(okHandler), r, 429)
 	})
 }
+
+// BenchmarkMiddlewareClients is BenchmarkMiddleware's admission with the
+// default headers from 100,000 client addresses in turn (issue 25's many
+// clients), beside the bare handler on the same requests: each request's
+// key is looked up among 100,000.
+func BenchmarkMiddlewareClients(b *testing.B) {
+	const n = 100_000
+	reqs := make([]*http.Request, n)
+	base := httptest.NewRequest("GET", "/", nil)
+	for i := range reqs {
+		r := new(http.Request)
+		*r = *base
+		r.RemoteAddr = fmt.Sprintf("198.%d.%d.%d:4711", 18+i>>16, i>>8&255, i&255)
+		reqs[i] = r
+	}
+	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"handler=bare", okHandler},
+		{"handler=limited/headers=default", m.Handler(okHandler)},
+	} {
+		b.Run(fmt.Sprintf("clients=%d/%s", n, tc.name), func(b *testing.B) {
+			w := newReuseWriter()
+			for _, r := range reqs {
+				w.reset()
+				tc.h.ServeHTTP(w, r) // create every key off the clock
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				w.reset()
+				tc.h.ServeHTTP(w, reqs[i%n])
+			}
+			b.StopTimer()
+			if w.status != 200 {
+				b.Fatalf("status %d", w.status)
+			}
+		})
+	}
+}

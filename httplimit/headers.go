@@ -49,6 +49,13 @@ func retryAfter(d gcra.Decision) int64 { return ratefields.RetryAfter(d) }
 // policies. ra is the Retry-After in seconds, or < 0 for none. A field an
 // outer middleware already wrote is extended, not replaced: both lists
 // hold their own policies.
+//
+// Without pk, the common values are shared field values built once
+// (ratefields.Values), assigned to the map as they are: the policies'
+// RateLimit-Policy, a RateLimit item with 1 ≤ r ≤ 128 or a denial's r = 0,
+// and integers up to 3600. Each is a slice of capacity 1 that nothing
+// writes to: a handler that sets, adds or deletes a header replaces the
+// slice, never its element.
 func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, key K, n int, ra int64) {
 	set := m.headers
 	if set&HeadersNone != 0 {
@@ -61,44 +68,24 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 	// How many policies have items, and the most restrictive (fewest
 	// remaining) for the legacy headers.
 	policies, items, least, leastR := door.Count(out, fs, n)
-	// One backing array for all the one-element slices: one allocation.
-	var k int
-	if items > 0 && set&HeaderRateLimit != 0 {
-		k++
-	}
-	if policies > 0 && set&HeaderPolicy != 0 {
-		k++
-	}
-	if least >= 0 && set&HeaderLegacy != 0 {
-		k += 3
-	}
-	if ra >= 0 && set&HeaderRetryAfter != 0 {
-		k++
-	}
-	if k == 0 {
-		return
-	}
-	vals := make([]string, k)
 	merge := len(h) > 0 // an outer middleware may have written its own fields
-	// set1 writes v; list writes v after an outer middleware's list, if any.
-	set1 := func(name, v string) {
-		vals[0] = v
-		h[name] = vals[:1:1]
-		vals = vals[1:]
-	}
-	list := func(name, v string) {
-		if merge {
-			if old := h[name]; len(old) > 0 && old[0] != "" {
-				v = old[0] + ", " + v // an outer middleware's list, then ours
-			}
-		}
-		set1(name, v)
-	}
 	if items > 0 && set&HeaderRateLimit != 0 {
-		list(hdrRateLimit, door.RateLimitValue(out, fs, n, items, pk))
+		var v []string
+		if pk == nil {
+			v = door.RateLimitValues(out, fs, n, items)
+		} else {
+			v = ratefields.One(door.RateLimitValue(out, fs, n, items, pk))
+		}
+		setList(h, hdrRateLimit, v, merge)
 	}
 	if policies > 0 && set&HeaderPolicy != 0 {
-		list(hdrPolicy, s.PolicyValue(fs, policies, pk))
+		var v []string
+		if pk == nil {
+			v = s.PolicyValues(fs, policies)
+		} else {
+			v = ratefields.One(s.PolicyValue(fs, policies, pk))
+		}
+		setList(h, hdrPolicy, v, merge)
 	}
 	if least >= 0 && set&HeaderLegacy != 0 {
 		// One integer each, not a list: of an outer middleware's set and
@@ -108,12 +95,10 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 			prev, err := strconv.Atoi(old[0])
 			keepOuter = err == nil && prev <= leastR
 		}
-		if keepOuter {
-			vals = vals[3:]
-		} else {
-			set1(hdrXLimit, fs[least].Limit)
-			set1(hdrXRemaining, strconv.Itoa(leastR))
-			set1(hdrXReset, strconv.FormatInt(ratefields.CeilSeconds(out[least].D.ResetAfter), 10))
+		if !keepOuter {
+			h[hdrXLimit] = fs[least].LimitValue
+			h[hdrXRemaining] = ratefields.IntValue(int64(leastR))
+			h[hdrXReset] = ratefields.IntValue(ratefields.CeilSeconds(out[least].D.ResetAfter))
 		}
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
@@ -123,6 +108,17 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 			}
 			delete(h, hdrRetryAfter)
 		}
-		set1(hdrRetryAfter, strconv.FormatInt(ra, 10))
+		h[hdrRetryAfter] = ratefields.IntValue(ra)
 	}
+}
+
+// setList sets the list field name to v, after an outer middleware's list
+// if merge and there is one.
+func setList(h http.Header, name string, v []string, merge bool) {
+	if merge {
+		if old := h[name]; len(old) > 0 && old[0] != "" {
+			v = ratefields.One(old[0] + ", " + v[0]) // an outer middleware's list, then ours
+		}
+	}
+	h[name] = v
 }

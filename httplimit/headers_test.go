@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"testing"
@@ -477,6 +478,31 @@ func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 		}
 		if served < 100 {
 			t.Errorf("%v: only %d requests sent", lc.limit, served)
+		}
+	}
+}
+
+// The header values are shared between responses (issue 25): a handler
+// that adds to, sets or deletes them changes its own response only.
+func TestSharedHeaderValues(t *testing.T) {
+	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Second), 10)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).
+		Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Add("RateLimit", `"inner";r=1`)
+			w.Header().Add("RateLimit-Policy", `"inner";q=1`)
+			w.Header().Add("X-RateLimit-Limit", "1")
+			w.Header().Set("X-RateLimit-Remaining", "0")
+		}))
+	for i, want := range []string{`"p";r=9`, `"p";r=8`, `"p";r=7`} {
+		w := do(h, "GET", "/", "192.0.2.1:1")
+		if got := w.Header().Values("RateLimit"); len(got) != 2 || got[0] != want {
+			t.Errorf("request %d: RateLimit %q, want %q first", i, got, want)
+		}
+		if got := w.Header().Values("RateLimit-Policy"); len(got) != 2 || got[0] != `"p";q=10;w=10` {
+			t.Errorf("request %d: RateLimit-Policy %q", i, got)
+		}
+		if got := w.Header().Values("X-RateLimit-Limit"); len(got) != 2 || got[0] != "10" {
+			t.Errorf("request %d: X-RateLimit-Limit %q", i, got)
 		}
 	}
 }

@@ -126,15 +126,15 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler
 // concurrent use. Build one with New and install it with Handler.
 type Middleware[K comparable] struct {
 	key     KeyFunc[K]
-	def     *door.Stack[K]            // Policies; nil if there are none
-	routes  map[string]*door.Stack[K] // Policies and the route's
+	def     *stack[K]            // Policies; nil if there are none
+	routes  map[string]*stack[K] // Policies and the route's
 	mux     *http.ServeMux
 	cost    func(*http.Request) int
 	exclude func(*http.Request) bool
 	dryRun  bool
 	headers HeaderSet
 	pk      func(K) []byte
-	deny    DenyFunc
+	deny    DenyFunc // nil: DefaultDeny, with its bodies kept (stack.problems)
 	onError ErrorHandler
 	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
 	set     door.Set[K]       // every policy once: Policies, then the routes' (for ReportEvictions)
@@ -164,16 +164,15 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if m.headers == 0 {
 		m.headers = DefaultHeaders
 	}
-	if m.deny == nil {
-		m.deny = DefaultDeny
-	}
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	var err error
-	if m.def, err = door.AddStack(&m.set, "Policies", c.Policies); err != nil {
+	problems := map[*door.Policy[K]]*problemCache{} // one per policy, shared by its stacks
+	def, err := door.AddStack(&m.set, "Policies", c.Policies)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	m.def = newStack(def, problems)
 	if len(c.Routes) > 0 {
 		if c.Mux == nil {
 			// Without the mux, a middleware that wraps it sees every request
@@ -181,16 +180,18 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 			// and every route's limit would be silently ignored.
 			return nil, fmt.Errorf("%w: Routes need Mux, the ServeMux the patterns belong to", ErrConfig)
 		}
-		m.routes = make(map[string]*door.Stack[K], len(c.Routes))
+		m.routes = make(map[string]*stack[K], len(c.Routes))
 		for _, pattern := range slices.Sorted(maps.Keys(c.Routes)) {
 			what := "route " + strconv.Quote(pattern)
 			pol, err := m.set.Add(what, door.Spec[K](c.Routes[pattern]))
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 			}
-			if m.routes[pattern], err = m.def.With(pol); err != nil {
+			st, err := def.With(pol)
+			if err != nil {
 				return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
 			}
+			m.routes[pattern] = newStack(st, problems)
 		}
 	}
 	return m, nil
@@ -204,7 +205,7 @@ func (m *Middleware[K]) Handler(next http.Handler) http.Handler {
 }
 
 // stackFor returns the policies r is checked against, or nil for none.
-func (m *Middleware[K]) stackFor(r *http.Request) *door.Stack[K] {
+func (m *Middleware[K]) stackFor(r *http.Request) *stack[K] {
 	if m.routes == nil {
 		return m.def
 	}
@@ -217,7 +218,7 @@ func (m *Middleware[K]) stackFor(r *http.Request) *door.Stack[K] {
 // fail reports err, for which r could not be limited (its key or its cost
 // failed), under the first policy r would have met, and hands r to the
 // ErrorHandler.
-func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *door.Stack[K], err error) {
+func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], err error) {
 	if m.hook != nil {
 		m.hook.Error(s.Policies[0].Name, err)
 	}

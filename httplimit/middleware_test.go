@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -415,9 +416,9 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// The limiter adds no allocation on the allow path when it writes no
-// header, with or without a hook; the default headers add exactly one (the
-// backing array of the header slices) while r has a precomputed value.
+// The limiter adds no allocation on the allow path, with or without a hook,
+// with or without the headers (issue 25): while r has a precomputed value,
+// every header value is a shared field value built once.
 func TestAllowPathAllocs(t *testing.T) {
 	lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 	if err != nil {
@@ -427,18 +428,27 @@ func TestAllowPathAllocs(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.1:1"
 	r.Header.Set("X-Forwarded-For", "1.1.1.1, 203.0.113.9")
+	// A burst beyond the prebuilt table: r = B−1, a full bucket after one
+	// request, is built in advance too.
+	big, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 1<<30, atomiclimit.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := newReuseWriter()
 	for _, tc := range []struct {
 		name    string
 		headers HeaderSet
 		hook    *atomiclimit.Hook
 		want    float64
+		lim     *atomiclimit.Keyed[netip.Prefix]
 	}{
-		{"headers=none", HeadersNone, nil, 0},
-		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}, 0},
-		{"headers=default", DefaultHeaders, nil, 1},
+		{"headers=none", HeadersNone, nil, 0, lim},
+		{"headers=none/hook=on", HeadersNone, &atomiclimit.Hook{}, 0, lim},
+		{"headers=default", DefaultHeaders, nil, 0, lim},
+		{"headers=all", DefaultHeaders | HeaderLegacy, nil, 0, lim},
+		{"headers=default/burst=2^30", DefaultHeaders, nil, 0, big},
 	} {
-		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
+		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: tc.lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
 		h.ServeHTTP(w, r) // create the key
 		n := testing.AllocsPerRun(1000, func() {
 			w.reset()
@@ -478,12 +488,77 @@ func TestAllowPathAllocsAcrossTiers(t *testing.T) {
 		w.reset()
 		h.ServeHTTP(w, paid)
 	})
-	if n > 2 { // the header slice of each response, as on one tier
-		t.Errorf("%v allocs per pair of requests on two tiers, want at most 2", n)
+	if n != 0 { // as on one tier
+		t.Errorf("%v allocs per pair of requests on two tiers, want 0", n)
 	}
 	w.reset()
 	h.ServeHTTP(w, paid)
 	if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=1000000000;w=1` {
 		t.Errorf("paid key's policy %q", got)
+	}
+}
+
+// A kept problem body is DefaultDeny's, byte for byte, with its headers,
+// for every Retry-After, slots shared or not (issue 25).
+func TestProblemCacheIsDefaultDeny(t *testing.T) {
+	c := &problemCache{names: []string{`we"ird\name`}}
+	for _, ra := range []int64{-1, 1, 2, 17, 1, 3600, 5000, 15, -1} {
+		want := newReuseWriterBody()
+		DefaultDeny(want, nil, Denial{Policies: c.names, RetryAfter: ra})
+		got := newReuseWriterBody()
+		p := c.get(ra)
+		writeProblem(got, http.StatusTooManyRequests, p.body, p.length)
+		if got.body != want.body || got.status != want.status || fmt.Sprint(got.h) != fmt.Sprint(want.h) {
+			t.Errorf("ra %d: kept %d %v %q, DefaultDeny %d %v %q", ra, got.status, got.h, got.body, want.status, want.h, want.body)
+		}
+	}
+}
+
+// bodyWriter is a reuseWriter that keeps the body.
+type bodyWriter struct {
+	reuseWriter
+	body string
+}
+
+func newReuseWriterBody() *bodyWriter { return &bodyWriter{reuseWriter: *newReuseWriter()} }
+
+func (w *bodyWriter) Write(b []byte) (int, error) { w.body += string(b); return len(b), nil }
+
+// A denial with the default headers and DefaultDeny allocates nothing once
+// its body and RateLimit item are kept (issue 25), for one policy; a second
+// policy denying after the first admitted (its give-back) allocates the
+// RateLimit list of two items, whose r values change.
+func TestDenyPathAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want float64
+		pols func() []Policy[netip.Prefix]
+	}{
+		{"policies=1", 0, func() []Policy[netip.Prefix] {
+			return []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+		}},
+		{"policies=2/denied=second", 1, func() []Policy[netip.Prefix] {
+			lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []Policy[netip.Prefix]{{Name: "a", Limiter: lim}, {Name: "b", Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+		}},
+	} {
+		h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: tc.pols()}).Handler(okHandler)
+		r := httptest.NewRequest("GET", "/", nil)
+		w := newReuseWriter()
+		h.ServeHTTP(w, r) // the one admission
+		h.ServeHTTP(w, r) // the first denial: keeps its values
+		n := testing.AllocsPerRun(1000, func() {
+			w.reset()
+			h.ServeHTTP(w, r)
+		})
+		if w.status != http.StatusTooManyRequests {
+			t.Fatalf("%s: status %d", tc.name, w.status)
+		}
+		if n != tc.want {
+			t.Errorf("%s: %v allocs per denial, want %v", tc.name, n, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/internal/ratefields"
@@ -50,34 +51,63 @@ func DefaultDeny(w http.ResponseWriter, r *http.Request, d Denial) {
 			b = appendRetry(b, d.RetryAfter)
 		}
 		b = append(b, "\"}\n"...)
-		writeProblem(w, http.StatusServiceUnavailable, b)
+		writeProblem(w, http.StatusServiceUnavailable, b, nil)
 		return
 	}
-	writeQuotaExceeded(w, d, http.StatusTooManyRequests, b)
+	writeProblem(w, http.StatusTooManyRequests, appendQuotaExceeded(b, d.Policies, d.RetryAfter, http.StatusTooManyRequests), nil)
 }
 
-// writeQuotaExceeded writes the quota-exceeded problem for d with status,
-// appending it to b.
-func writeQuotaExceeded(w http.ResponseWriter, d Denial, status int, b []byte) {
+// appendQuotaExceeded appends the quota-exceeded problem with status for
+// the violated policies and the Retry-After ra (a Denial's).
+func appendQuotaExceeded(b []byte, policies []string, ra int64, status int) []byte {
 	b = append(b, `{"type":"`+QuotaExceededType+`","title":"`...)
 	b = append(b, http.StatusText(status)...)
 	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"detail":"`...)
-	if d.RetryAfter < 0 {
+	if ra < 0 {
 		b = append(b, "request cost exceeds the policy's quota"...)
 	} else {
-		b = appendRetry(b, d.RetryAfter)
+		b = appendRetry(b, ra)
 	}
 	b = append(b, `","violated-policies":[`...)
-	for i, p := range d.Policies {
+	for i, p := range policies {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendJSONString(b, p)
 	}
-	b = append(b, "]}\n"...)
-	writeProblem(w, status, b)
+	return append(b, "]}\n"...)
+}
+
+// A problemCache keeps DefaultDeny's bodies for a denial by one policy
+// alone, by Retry-After: direct-mapped, so that a flood of denials builds
+// each body once per second of wait. It is safe for concurrent use.
+type problemCache struct {
+	names []string // the policy, as Denial.Policies names it
+	slots [problemSlots]atomic.Pointer[problem]
+}
+
+const problemSlots = 16
+
+// A problem is a kept body and its Content-Length.
+type problem struct {
+	ra     int64
+	body   []byte   // never written after it is kept
+	length []string // a field value (ratefields.Values)
+}
+
+// get returns the body of a 429 for the policy alone with Retry-After ra
+// (-1: never admitted), building it on a miss.
+func (c *problemCache) get(ra int64) *problem {
+	slot := &c.slots[uint64(ra+1)%problemSlots]
+	if p := slot.Load(); p != nil && p.ra == ra {
+		return p
+	}
+	body := appendQuotaExceeded(nil, c.names, ra, http.StatusTooManyRequests)
+	p := &problem{ra: ra, body: body, length: ratefields.One(strconv.Itoa(len(body)))}
+	slot.Store(p)
+	return p
 }
 
 // appendRetry appends "retry after N second(s)".
@@ -108,7 +138,7 @@ func RejectOnError(w http.ResponseWriter, r *http.Request, next http.Handler, er
 	b = append(b, `,"detail":"`...)
 	b = append(b, detail...)
 	b = append(b, "\"}\n"...)
-	writeProblem(w, status, b)
+	writeProblem(w, status, b, nil)
 }
 
 // ServeOnError is an ErrorHandler that fails open: it serves the request
@@ -118,11 +148,22 @@ func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err
 	next.ServeHTTP(w, r)
 }
 
-func writeProblem(w http.ResponseWriter, status int, body []byte) {
+// The constant header values of a problem, shared (see ratefields.Values).
+var (
+	problemType = ratefields.One("application/problem+json")
+	nosniff     = ratefields.One("nosniff")
+)
+
+// writeProblem writes a problem response; length is len(body) as a field
+// value, or nil to format it.
+func writeProblem(w http.ResponseWriter, status int, body []byte, length []string) {
+	if length == nil {
+		length = ratefields.One(strconv.Itoa(len(body)))
+	}
 	h := w.Header()
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	h["X-Content-Type-Options"] = []string{"nosniff"}
+	h["Content-Type"] = problemType
+	h["Content-Length"] = length
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(status)
 	w.Write(body)
 }

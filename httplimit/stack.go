@@ -49,16 +49,16 @@ func (m *Middleware[K]) serve(w http.ResponseWriter, r *http.Request, next http.
 }
 
 // check decides r under every policy of s and serves it, or denies it.
-func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.Handler, s *door.Stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) {
-	if m.headers&HeadersNone == 0 {
-		s.Fields(key, fs)
+func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) {
+	if m.headers&HeadersNone != 0 {
+		fs = nil
 	}
-	res, at := s.Decide(r.Context(), key, n, out, m.errs)
+	res, at := s.DecideFields(r.Context(), key, n, out, fs, m.errs)
 	var den Denial
 	switch res {
 	case door.Pass:
 		s.Report(m.hook, res, out, n)
-		m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
+		m.writeHeaders(w.Header(), s.Stack, out, fs, key, n, -1)
 		next.ServeHTTP(w, r)
 		return
 	case door.Gone:
@@ -77,15 +77,51 @@ func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.
 		den = Denial{Policies: s.Policies[at].Names, Decision: o.D, Err: o.Err}
 	case door.Deny:
 		d := s.Denied(out)
+		at = d.Longest
 		s.Report(m.hook, res, out, n)
 		den = Denial{Policies: d.Violated, Decision: out[d.Longest].D}
 	}
 	if m.dryRun {
-		m.writeHeaders(w.Header(), s, out, fs, key, n, -1)
+		m.writeHeaders(w.Header(), s.Stack, out, fs, key, n, -1)
 		next.ServeHTTP(w, r)
 		return
 	}
 	den.Cost, den.RetryAfter = n, retryAfter(den.Decision)
-	m.writeHeaders(w.Header(), s, out, fs, key, n, den.RetryAfter)
-	m.deny(w, r, den)
+	m.writeHeaders(w.Header(), s.Stack, out, fs, key, n, den.RetryAfter)
+	switch {
+	case m.deny != nil:
+		m.deny(w, r, den)
+	case den.Err == nil && len(den.Policies) == 1:
+		// DefaultDeny's body for one violated policy, kept.
+		p := s.problems[at].get(den.RetryAfter)
+		writeProblem(w, http.StatusTooManyRequests, p.body, p.length)
+	default:
+		DefaultDeny(w, r, den)
+	}
+}
+
+// A stack is the policies a request is checked against (door.Stack), and
+// DefaultDeny's bodies for a denial by each of them alone.
+type stack[K comparable] struct {
+	*door.Stack[K]
+	problems []*problemCache // parallel to Policies
+}
+
+// newStack returns s with the problem caches of its policies, taken from
+// (or added to) byPolicy: a policy's bodies are kept once, whatever
+// stacks it is in.
+func newStack[K comparable](s *door.Stack[K], byPolicy map[*door.Policy[K]]*problemCache) *stack[K] {
+	if s == nil {
+		return nil
+	}
+	st := &stack[K]{Stack: s, problems: make([]*problemCache, len(s.Policies))}
+	for j, p := range s.Policies {
+		c := byPolicy[p]
+		if c == nil {
+			c = &problemCache{names: p.Names}
+			byPolicy[p] = c
+		}
+		st.problems[j] = c
+	}
+	return st
 }

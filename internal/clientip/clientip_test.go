@@ -211,3 +211,23 @@ func FuzzEntries(f *testing.F) {
 		}
 	})
 }
+
+// The IPv4 peer's own path (issue 25) accepts only what
+// netip.ParseAddrPort accepts, and gives the same address.
+func FuzzParsePeer4(f *testing.F) {
+	for _, s := range []string{"203.0.113.9:4711", "1.2.3.4:0", "1.2.3.4:65535", "1.2.3.4:65536", "1.2.3.4:00080",
+		"01.2.3.4:1", "0.0.0.0:1", "255.255.255.255:1", "256.1.1.1:1", "1.2.3:1", "1.2.3.4.5:1", "1.2.3.4:", "1.2.3.4",
+		"1.2.3.4:+1", "1.2.3.4:1_0", "1..3.4:1", "1.2.3.4 :1", "[1.2.3.4]:1", "1.2.3.4:1:2", "1234.1.1.1:1", "::1:80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, ok := parsePeer4(s)
+		ap, err := netip.ParseAddrPort(s)
+		if ok && (err != nil || ap.Addr() != a) {
+			t.Fatalf("parsePeer4(%q) = %v; netip.ParseAddrPort: %v, %v", s, a, ap, err)
+		}
+		if !ok && err == nil && ap.Addr().Is4() {
+			t.Fatalf("parsePeer4(%q) refused what netip.ParseAddrPort takes: %v", s, ap)
+		}
+	})
+}

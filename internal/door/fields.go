@@ -51,6 +51,26 @@ func Count(out []Outcome, fs []*ratefields.Fields, n int) (policies, items, leas
 	return policies, items, least, leastR
 }
 
+// RateLimitValues is RateLimitValue without pk, as a field value
+// (ratefields.Values): the common item of one policy, with 1 ≤ r ≤ 128 or
+// a denial's r = 0, allocates nothing; any other value is built in one
+// allocation.
+func RateLimitValues(out []Outcome, fs []*ratefields.Fields, n, items int) []string {
+	if items == 1 {
+		for j, f := range fs {
+			if f == nil || !f.Limited {
+				continue
+			}
+			o := &out[j]
+			if r, ok := o.Remaining(n, f.Quota.Limit); ok {
+				return f.Values(r, o.D.TokenAfter)
+			}
+		}
+	}
+	var buf [256]byte
+	return ratefields.StringValue(appendRateLimit(buf[:0], out, fs, n, nil))
+}
+
 // RateLimitValue is the RateLimit value: an item `"name";r=R[;t=T][;pk=:…:]`
 // (ratefields.Fields.AppendItem) per policy with a state to describe, in
 // the configured order (items as Count returns it). The common admission,
@@ -69,7 +89,11 @@ func RateLimitValue(out []Outcome, fs []*ratefields.Fields, n, items int, pk []b
 		}
 	}
 	var buf [256]byte
-	b := buf[:0]
+	return string(appendRateLimit(buf[:0], out, fs, n, pk))
+}
+
+// appendRateLimit appends the RateLimit value's items.
+func appendRateLimit(b []byte, out []Outcome, fs []*ratefields.Fields, n int, pk []byte) []byte {
 	for j, f := range fs {
 		if f == nil || !f.Limited {
 			continue
@@ -84,7 +108,7 @@ func RateLimitValue(out []Outcome, fs []*ratefields.Fields, n, items int, pk []b
 		}
 		b = f.AppendItem(b, r, o.D.TokenAfter, pk)
 	}
-	return string(b)
+	return b
 }
 
 // joined keeps the RateLimit-Policy value of the fields last used by a
@@ -94,8 +118,9 @@ type joined struct {
 }
 
 type joinedPolicy struct {
-	fs    [MaxPolicies]*ratefields.Fields
-	value string
+	fs     [MaxPolicies]*ratefields.Fields
+	value  string
+	values []string // value as a field value (ratefields.Values)
 }
 
 // PolicyValue is the RateLimit-Policy value of s's policies: every limited
@@ -132,9 +157,30 @@ func (s *Stack[K]) PolicyValue(fs []*ratefields.Fields, policies int, pk []byte)
 		return string(b)
 	}
 	jp := &joinedPolicy{value: string(b)}
+	jp.values = ratefields.One(jp.value)
 	copy(jp.fs[:], fs)
 	s.joined.last.Store(jp)
 	return jp.value
+}
+
+// PolicyValues is PolicyValue without pk, as a field value
+// (ratefields.Values), built once per combination of quotas and kept.
+func (s *Stack[K]) PolicyValues(fs []*ratefields.Fields, policies int) []string {
+	if policies == 1 {
+		for _, f := range fs {
+			if f != nil && f.Limited {
+				return f.PolicyValue
+			}
+		}
+	}
+	if jp := s.joined.last.Load(); jp != nil && jp.matches(fs) {
+		return jp.values
+	}
+	s.PolicyValue(fs, policies, nil)
+	if jp := s.joined.last.Load(); jp != nil && jp.matches(fs) {
+		return jp.values
+	}
+	return ratefields.One(s.PolicyValue(fs, policies, nil)) // another combination raced in
 }
 
 func (jp *joinedPolicy) matches(fs []*ratefields.Fields) bool {

@@ -34,8 +34,13 @@ type Fields struct {
 	Q       int    // the advertised quota (see Advertise)
 	Limit   string // Q in decimal
 	Policy  string // the RateLimit-Policy item without pk
-	item    string // `"name";r=`: the start of the RateLimit item
-	table   []string
+	// PolicyValue and LimitValue are Policy and Limit as field values
+	// (see Values): shared, never written.
+	PolicyValue, LimitValue []string
+	item                    string // `"name";r=`: the start of the RateLimit item
+	table                   []string
+	full                    []string                                // the item of r = Limit−1 beyond the table: a full bucket after one request
+	denied                  [deniedSlots]atomic.Pointer[deniedItem] // Values' cache for r = 0
 }
 
 // NewFields returns the fields of the policy name (printable ASCII: see
@@ -60,10 +65,14 @@ func NewFields(quota atomiclimit.Quota, name, unit string) *Fields {
 		pol = AppendString(pol, unit)
 	}
 	f.Policy = string(pol)
+	f.PolicyValue, f.LimitValue = One(f.Policy), One(f.Limit)
 	f.item = string(item) + ";r="
 	f.table = make([]string, min(quota.Limit, tableMax)+1)
 	for r := 1; r < len(f.table); r++ {
 		f.table[r] = f.item + strconv.Itoa(r)
+	}
+	if r := quota.Limit - 1; r >= len(f.table) {
+		f.full = One(f.item + strconv.Itoa(sfInt(uint64(r))))
 	}
 	return f
 }

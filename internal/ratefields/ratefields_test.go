@@ -3,6 +3,7 @@ package ratefields
 import (
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,60 @@ func TestCache(t *testing.T) {
 	}
 	if f := NewFields(atomiclimit.Quota{Limit: math.MaxInt}, "u", ""); f.Limited {
 		t.Error("Unlimited has fields")
+	}
+}
+
+// The shared field values (issue 25): each is what it says, of capacity 1,
+// so that an append copies it; the cached ones are the same slice each time.
+func TestValues(t *testing.T) {
+	f := NewFields(atomiclimit.Quota{Limit: 200, Window: 200 * time.Second}, "p", "")
+	for _, tc := range []struct {
+		r     int
+		token time.Duration
+		want  string
+	}{
+		{1, 0, `"p";r=1`},
+		{128, 0, `"p";r=128`},
+		{129, 0, `"p";r=129`},
+		{199, 0, `"p";r=199`}, // a full bucket after one request: built in advance
+		{0, 1500 * time.Millisecond, `"p";r=0;t=2`},
+		{0, 17*time.Second + 1, `"p";r=0;t=18`}, // the same slot as t=2
+		{0, 1500 * time.Millisecond, `"p";r=0;t=2`},
+		{0, 0, `"p";r=0`},
+		{0, gcra.Never, `"p";r=0`},
+	} {
+		v := f.Values(tc.r, tc.token)
+		if len(v) != 1 || cap(v) != 1 || v[0] != tc.want {
+			t.Errorf("Values(%d, %v) = %q (cap %d), want [%q]", tc.r, tc.token, v, cap(v), tc.want)
+		}
+	}
+	if a, b := f.Values(199, 0), f.Values(199, 0); &a[0] != &b[0] {
+		t.Error("a full bucket's value is built again")
+	}
+	if a, b := f.Values(0, time.Second), f.Values(0, time.Second); &a[0] != &b[0] {
+		t.Error("a denial's value is built again")
+	}
+	for _, v := range []int64{-1, 0, 7, 99, 100, 3600, 3601, 1 << 40} {
+		a, b := IntValue(v), IntValue(v)
+		if len(a) != 1 || cap(a) != 1 || a[0] != strconv.FormatInt(v, 10) {
+			t.Errorf("IntValue(%d) = %q", v, a)
+		}
+		if cached := v >= 0 && v <= maxInt; cached != (&a[0] == &b[0]) {
+			t.Errorf("IntValue(%d): kept %v, want %v", v, !cached, cached)
+		}
+	}
+	for _, s := range []string{"", "x", strings.Repeat("y", 48), strings.Repeat("z", 49)} {
+		b := []byte(s)
+		v := StringValue(b)
+		clear(b)
+		if len(v) != 1 || cap(v) != 1 || v[0] != s {
+			t.Errorf("StringValue(%q) = %q", s, v)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { f.Values(5, 0); f.Values(0, time.Second); IntValue(3600) }); n != 0 {
+		t.Errorf("kept values: %v allocs, want 0", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { f.Values(150, 0) }); n != 1 {
+		t.Errorf("a value beyond the table: %v allocs, want 1", n)
 	}
 }
