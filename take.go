@@ -122,7 +122,12 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 			r := k.ruleOf(c)
 			d, t = c.bucket().TakeN(&r.g, now, n)
 			if d.Allowed {
-				return d, receiptOf(c, r, takenOf(t)), nil
+				if t == (atomicbucket.Taken{}) { // n = 0 took nothing
+					return d, Receipt{}, nil
+				}
+				// The receipt written out (receiptOf(c, r, takenOf(t))): a
+				// tenth of Take, measured, where the calls are not inlined.
+				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{uint64(t.TAT), uint64(t.At), t.Epoch}}, nil
 			}
 			// A retired bucket denies everything, and a coarse reading may
 			// lag: only those denials take the path below.
@@ -153,7 +158,10 @@ func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Recei
 			r := k.ruleOf(c)
 			d, t := c.bucket().TakeN(&r.g, now, n)
 			if d.Allowed {
-				return d, receiptOf(c, r, takenOf(t)), r.q, nil
+				if t == (atomicbucket.Taken{}) {
+					return d, Receipt{}, r.q, nil
+				}
+				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{uint64(t.TAT), uint64(t.At), t.Epoch}}, r.q, nil
 			}
 			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
 				return d, Receipt{}, r.q, nil
