@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // fakeClock is a Clock that moves only when told; safe for concurrent use.
@@ -40,7 +40,7 @@ func randDuration(rng interface{ Int64N(int64) int64 }, upTo time.Duration) time
 }
 
 // bucketDecide is a Bucket's TakeN decision alone.
-func bucketDecide(b *atomicbucket.Bucket, p *gcra.Params, now int64, n int) gcra.Decision {
+func bucketDecide(b *algo.Bucket, p *gcra.Params, now int64, n int) gcra.Decision {
 	d, _ := b.TakeN(p, now, n)
 	return d
 }

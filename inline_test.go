@@ -23,8 +23,8 @@ func TestFastPathInlines(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`keyed\.go:\d+:\d+: inlining call to atomicbucket\.\(\*Bucket\)\.TryAllowN`,
-		`limiter\.go:\d+:\d+: inlining call to atomicbucket\.\(\*Bucket\)\.TryAllowN`,
+		`keyed\.go:\d+:\d+: inlining call to algo\.\(\*Bucket\)\.TryAllowN`,
+		`limiter\.go:\d+:\d+: inlining call to algo\.\(\*Bucket\)\.TryAllowN`,
 		`keyed\.go:\d+:\d+: inlining call to gcra\.\(\*Params\)\.Admit`,
 	} {
 		if !regexp.MustCompile(want).Match(out) {

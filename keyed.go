@@ -10,7 +10,6 @@ import (
 
 	"github.com/puzpuzpuz/xsync/v3"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/keyed"
@@ -85,7 +84,7 @@ type cell struct {
 }
 
 // bucket is the cell's word as a GCRA bucket.
-func (c *cell) bucket() *atomicbucket.Bucket { return atomicbucket.Of(&c.word) }
+func (c *cell) bucket() *algo.Bucket { return algo.BucketOf(&c.word) }
 
 // isRetired reports whether the cell's word holds a retired bucket.
 func (c *cell) isRetired() bool { return c.word.Load() == uint64(algo.RetiredTAT) }

@@ -3,7 +3,7 @@ package atomiclimit
 import (
 	"context"
 	"fmt"
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"math"
 	"time"
 )
@@ -39,7 +39,7 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 				// Unlimited needs no state, n = 0 takes nothing, and a
 				// request no state admits fails as reserveOn says: they
 				// reserve on a bucket of their own, and create no key.
-				return reserveOn(new(atomicbucket.Bucket), &t.g, &k.src, now, n, maxWait)
+				return reserveOn(new(algo.Bucket), &t.g, &k.src, now, n, maxWait)
 			}
 			return Reservation{}, fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())
 		}

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
@@ -96,7 +95,7 @@ type paddedWord struct {
 }
 
 // bucket is the limiter's word as a GCRA bucket.
-func (l *Limiter) bucket() *atomicbucket.Bucket { return atomicbucket.Of(&l.cell.word) }
+func (l *Limiter) bucket() *algo.Bucket { return algo.BucketOf(&l.cell.word) }
 
 // Allow reports whether one event may happen now, and takes it if so. It
 // is shorthand for AllowN(clock.Now(), 1).

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
@@ -145,7 +145,7 @@ func TestUnlimitedWritesNothing(t *testing.T) {
 	p, err := gcra.NewParams(gcra.Unlimited, 1)
 	require.NoError(t, err)
 	var w atomic.Uint64 // the bucket's word, read back to see what it stored
-	b := atomicbucket.Of(&w)
+	b := algo.BucketOf(&w)
 	for now := int64(1); now < 100; now += 7 {
 		assert.True(t, b.AllowN(&p, now, 5))
 		d, _ := b.TakeN(&p, now, 1)
@@ -180,7 +180,7 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 		p := &params
 		require.NoError(t, err)
 		var w atomic.Uint64 // the bucket's word, read back to see what it stored
-		b := atomicbucket.Of(&w)
+		b := algo.BucketOf(&w)
 		for i, at := range []time.Duration{0, 0, 50 * ms, 10 * ms} { // t0…t3, t3 jumps back
 			clk.Set(at)
 			now := clk.Now()

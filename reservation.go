@@ -6,7 +6,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
@@ -14,16 +13,16 @@ import (
 
 // A Reservation holds tokens that a Limiter has promised for a time that may
 // lie in the future: the leaky-bucket pacing form of the limiter. Act after
-// Delay, or Cancel to give the tokens back. A Reservation belongs to one
+// Delay, or Cancel to give back what no later reservation depends on. A Reservation belongs to one
 // goroutine and must not be copied: Cancel refunds when the state is still
 // the one its admission stored, so a copy cancelled later could refund a
 // newer reservation that happens to have stored the same state.
 type Reservation struct {
-	cell     *atomicbucket.Bucket // the bucket that holds its tokens
-	src      *timebase.Source     // its limiter's clock
-	params   *gcra.Params         // the parameters it was admitted under
-	taken    atomicbucket.Taken   // what Refund needs
-	actAt    int64                // when its tokens are due, ns since the epoch
+	cell     *algo.Bucket     // the bucket that holds its tokens
+	src      *timebase.Source // its limiter's clock
+	params   *gcra.Params     // the parameters it was admitted under
+	taken    algo.Taken       // what Refund needs
+	actAt    int64            // when its tokens are due, ns since the epoch
 	n        int
 	finished bool  // cancelled, or nothing left to cancel
 	owner    giver // a keyed limiter told of the give-back, or nil
@@ -77,7 +76,7 @@ func errPacing(r *rule) error {
 // most gcra.MaxWait). A request that would wait longer fails with
 // ErrDeadline; one that can never pass fails with gcra.ErrInvalidN or
 // gcra.ErrExceedsBurst.
-func reserveOn(b *atomicbucket.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, error) {
+func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, error) {
 	if n < 0 {
 		return Reservation{}, fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
 	}
@@ -112,14 +111,15 @@ func (r *Reservation) DelayFrom(now time.Time) time.Duration {
 	return max(time.Duration(r.actAt-r.src.At(now)), 0)
 }
 
-// Cancel gives the reservation's tokens back, if they are not yet due: the
-// limiter is then as if the reservation had never been made, when nothing
-// else was given back on its bucket since (cancelling several reservations
-// in the reverse order of reserving gives all of them back); otherwise it
-// gives back the part of them that is certainly its own, never more (see
-// Bucket.Refund). The clock is read after the bucket's state is loaded.
-// The later reservations keep the times they were promised. A second
-// Cancel does nothing.
+// Cancel gives back the reservation's tokens if they are not yet due, as
+// far as no later reservation depends on them (x/time/rate's rule): the
+// later reservations keep the times they were promised, so that no instant
+// ever has more than the burst due, and the tokens they depend on stay
+// taken. A reservation with nothing reserved after it comes back whole:
+// the limiter is as if it had never been made (cancelling several in the
+// reverse order of reserving gives all of them back). The clock is read
+// after the bucket's state is loaded (see atomicbucket.Bucket.Refund). A
+// second Cancel does nothing.
 func (r *Reservation) Cancel() {
 	if r == nil || r.finished || r.cell == nil {
 		return
@@ -147,7 +147,7 @@ func (r *Reservation) cancel(clk algo.Clock) (refunded bool) {
 	if clk.Now() > r.actAt {
 		return false // its tokens were due and are taken to be used
 	}
-	if !r.cell.Refund(r.params, r.taken, r.n, clk.Now) {
+	if !r.cell.Refund(r.params, r.taken, r.n, clk) {
 		return false
 	}
 	if r.owner != nil {

@@ -5,7 +5,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/atomiclimit/atomiclimit/atomicbucket"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
@@ -19,26 +18,18 @@ import (
 type Receipt struct {
 	state unsafe.Pointer // in process: the cell that admitted; nil for a remote limiter
 	rule  unsafe.Pointer // in process: the rule that admitted (a give-back measures by it)
-	v     [3]uint64      // in process: the algo.Taken; remote: the limiter's own values
+	v     [4]uint64      // in process: the algo.Taken; remote: the limiter's own values
 }
 
 // RemoteReceipt returns a receipt that carries v, for a KeyedLimiter kept
 // outside this module (a remote store): its Refund reads v back with
 // Receipt.Remote. v must not be all zero (that is the zero Receipt).
-func RemoteReceipt(v [3]uint64) Receipt { return Receipt{v: v} }
+func RemoteReceipt(v [3]uint64) Receipt { return Receipt{v: [4]uint64{v[0], v[1], v[2]}} }
 
 // Remote returns the values of a RemoteReceipt, and false for a receipt
 // of an in-process limiter (or the zero Receipt).
 func (r Receipt) Remote() (v [3]uint64, ok bool) {
-	return r.v, r.state == nil && r.v != [3]uint64{}
-}
-
-// takenOf is a bucket's Taken as the algorithms' contract has it.
-func takenOf(t atomicbucket.Taken) algo.Taken {
-	if t == (atomicbucket.Taken{}) {
-		return algo.Taken{}
-	}
-	return algo.Taken{Word: uint64(t.TAT), At: t.At, Epoch: t.Epoch}
+	return [3]uint64{r.v[0], r.v[1], r.v[2]}, r.state == nil && r.v != [4]uint64{}
 }
 
 // receiptOf returns the receipt of an admission of cell c under rule r.
@@ -46,7 +37,12 @@ func receiptOf(c *cell, r *rule, t algo.Taken) Receipt {
 	if t == (algo.Taken{}) {
 		return Receipt{}
 	}
-	return Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{t.Word, uint64(t.At), t.Epoch}}
+	return Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}
+}
+
+// receiptWords is what a receipt of an in-process limiter carries of t.
+func receiptWords(t algo.Taken) [4]uint64 {
+	return [4]uint64{t.Word, uint64(t.At), t.Epoch.Shifts, t.Epoch.Queued}
 }
 
 // taken returns what r says of an admission of cell c, and false if r is
@@ -55,7 +51,7 @@ func (r Receipt) taken(c *cell, cur *rule) (algo.Taken, bool) {
 	if r.state != unsafe.Pointer(c) || r.rule != unsafe.Pointer(cur) {
 		return algo.Taken{}, false
 	}
-	return algo.Taken{Word: r.v[0], At: int64(r.v[1]), Epoch: r.v[2]}, true
+	return algo.Taken{Word: r.v[0], At: int64(r.v[1]), Epoch: algo.Epoch{Shifts: r.v[2], Queued: r.v[3]}}, true
 }
 
 // A KeyedLimiter is any keyed limiter, in process or remote, as the doors
@@ -118,16 +114,16 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 		// A key already held under GCRA: one lookup and the bucket's
 		// CompareAndSwap, written out here so that nothing is copied twice.
 		if c, ok := k.m.Load(key); ok {
-			var t atomicbucket.Taken
+			var t algo.Taken
 			r := k.ruleOf(c)
 			d, t = c.bucket().TakeN(&r.g, now, n)
 			if d.Allowed {
-				if t == (atomicbucket.Taken{}) { // n = 0 took nothing
+				if t == (algo.Taken{}) { // n = 0 took nothing
 					return d, Receipt{}, nil
 				}
-				// The receipt written out (receiptOf(c, r, takenOf(t))): a
-				// tenth of Take, measured, where the calls are not inlined.
-				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{uint64(t.TAT), uint64(t.At), t.Epoch}}, nil
+				// The receipt written out (receiptOf(c, r, t)): a tenth of
+				// Take, measured, where the calls are not inlined.
+				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}, nil
 			}
 			// A retired bucket denies everything, and a coarse reading may
 			// lag: only those denials take the path below.
@@ -158,10 +154,10 @@ func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Recei
 			r := k.ruleOf(c)
 			d, t := c.bucket().TakeN(&r.g, now, n)
 			if d.Allowed {
-				if t == (atomicbucket.Taken{}) {
+				if t == (algo.Taken{}) {
 					return d, Receipt{}, r.q, nil
 				}
-				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: [3]uint64{uint64(t.TAT), uint64(t.At), t.Epoch}}, r.q, nil
+				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}, r.q, nil
 			}
 			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
 				return d, Receipt{}, r.q, nil
@@ -220,9 +216,7 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 		r := c.rule()
 		var t algo.Taken
 		if k.fast {
-			var bt atomicbucket.Taken
-			d, bt = c.bucket().TakeN(&r.g, now, n)
-			t = takenOf(bt)
+			d, t = c.bucket().TakeN(&r.g, now, n)
 		} else {
 			d, t = r.set.Take(k.cells.state(c), now, n)
 		}
@@ -237,8 +231,8 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 // anything back. It never creates quota: the state ends as it would be had
 // the admission never been made, or stricter (a window gives back its
 // count exactly; a GCRA bucket everything still ahead of now when nothing
-// else was given back since the admission, else the part certainly its
-// own: see Bucket.Refund). It gives back nothing for a key removed or
+// else happened since the admission, and never what a later reservation
+// depends on: see atomicbucket.Bucket.Refund). It gives back nothing for a key removed or
 // replaced meanwhile (the receipt names the state that admitted), once the
 // window the admission was counted in has passed, or for the zero Receipt.
 // It also gives back nothing once the key's rule has changed (SetRule,

@@ -1,4 +1,4 @@
 package atomicbucket
 
 // TAT returns b's stored state, for the tests.
-func TAT(b *Bucket) int64 { return int64(b.tat.Load()) }
+func TAT(b *Bucket) int64 { return b.b.Load() }

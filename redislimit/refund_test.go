@@ -237,7 +237,7 @@ func TestRefundInterleaving(t *testing.T) {
 	assert.Equal(t, alone, tat, "and here exactly it: B gave back what was certainly its own")
 	// What the formula without the epoch would have stored: 1µs below.
 	bv, _ := b.Remote()
-	naive, _, _ := p.Refund((t0+2*T)*us, (t0+1)*us, int64(bv[0])*us, int64(bv[1])*us, 1, true)
+	naive, _, _ := p.Refund((t0+2*T)*us, (t0+1)*us, int64(bv[0])*us, int64(bv[1])*us, 1, gcra.Alone)
 	assert.Equal(t, (alone-1)*us, naive, "the case the epoch is for")
 }
 
@@ -433,7 +433,13 @@ func TestRefundMatchesGCRA(t *testing.T) {
 				stored, takenAt := (int64(v[0])-t0)*us, (int64(v[1])-t0)*us
 				alone := int64(v[2]) == epoch
 				gnow := max(now, takenAt) // as in process: never before the admission
-				back, shifts, want := p.Refund(tat, gnow, stored, takenAt, tk.n, alone)
+				// Redis holds no queued reservations: without a shift since,
+				// the give-back is alone; with one, nothing was queued since.
+				since := gcra.NoneQueued
+				if alone {
+					since = gcra.Alone
+				}
+				back, shifts, want := p.Refund(tat, gnow, stored, takenAt, tk.n, since)
 				if tat == 0 {
 					want = false // absent: nothing to give back
 				}

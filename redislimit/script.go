@@ -246,11 +246,16 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 // and the key's TAT and epoch E:
 //
 //	absent, not a state, nothing ahead:  nothing; reply 0
-//	g = min(n·T, r − now, TAT − now)        if E = e (alone)
-//	g = min(at + n·T − now, TAT − now)      otherwise
+//	g = min(n·T, r − now, TAT − now, B·T − (TAT − r))   if E = e (alone)
+//	g = min(at + n·T − now, TAT − now)                  otherwise
 //	g ≤ 0: nothing; reply 0
-//	TAT ← TAT − g; if TAT ≠ r (it shifts the admissions after it):
-//	E ← max(E + 1, now); reply 1
+//	TAT ← TAT − g; if TAT ≠ r or E ≠ e (it may shift the admissions
+//	after it): E ← max(E + 1, now); reply 1
+//
+// Redis holds no reservation due later than the time it was decided at,
+// so "otherwise" is gcra.NoneQueued, and B·T − (TAT − r) binds only when
+// the give-back's now is earlier than a decision made since (a caller
+// stamping its own times): it keeps the formula gcra's.
 //
 // A full bucket (TAT − g = now) with epoch 0 is deleted; any other state
 // is stored as decideLua stores it.
@@ -296,14 +301,15 @@ local tat, bad
 tat, ep, bad = parse(v, now, span)
 if bad then return 0 end
 local g = tat - now
-if ep == e then
-  g = math.min(n * T, r - now, g)
+local alone = ep == e
+if alone then
+  g = math.min(n * T, r - now, g, span - (tat - r))
 else
   g = math.min(at + n * T - now, g)
 end
 if g <= 0 then return 0 end
 local back = tat - g
-if tat ~= r then ep = math.max(ep + 1, now) end
+if tat ~= r or not alone then ep = math.max(ep + 1, now) end
 if back == now and ep == 0 then
   redis.call('DEL', KEYS[1])
 else

@@ -19,8 +19,8 @@ func (g *GCRA) Decide(state uint64, now int64, n int) (uint64, gcra.Decision) {
 	return uint64(next), d
 }
 
-func (g *GCRA) Refund(state uint64, taken Taken, now int64, n int, alone bool) (uint64, bool, bool) {
-	back, shifts, ok := g.P.Refund(int64(state), now, int64(taken.Word), taken.At, n, alone)
+func (g *GCRA) Refund(state uint64, taken Taken, now int64, n int, since gcra.Since) (uint64, bool, bool) {
+	back, shifts, ok := g.P.Refund(int64(state), now, int64(taken.Word), taken.At, n, since)
 	return uint64(back), shifts, ok
 }
 

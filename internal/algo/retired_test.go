@@ -52,7 +52,7 @@ func TestRetiredDeniesEverything(t *testing.T) {
 					t.Errorf("%v burst %d: Decide(RetiredTAT, %d, %d) = %d, %+v", lb.limit, lb.burst, now, n, next, d)
 				}
 			}
-			if _, _, ok := p.Refund(RetiredTAT, now, RetiredTAT, now, 1, true); ok {
+			if _, _, ok := p.Refund(RetiredTAT, now, RetiredTAT, now, 1, gcra.Alone); ok {
 				t.Errorf("%v: Refund against RetiredTAT gave back", lb.limit)
 			}
 		}

@@ -17,10 +17,10 @@ type WordRule interface {
 	// Decide is Admit with the whole decision, describing next.
 	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
 	// Refund takes back the n of the admission taken from state, at now
-	// (a clock reading after state was loaded), with alone as
-	// gcra.Params.Refund has it: the state to store, whether storing it
+	// (a clock reading after state was loaded), knowing since as
+	// gcra.Params.Refund does: the state to store, whether storing it
 	// moves other admissions (only GCRA's can), and whether there is one.
-	Refund(state uint64, taken Taken, now int64, n int, alone bool) (back uint64, shifts, ok bool)
+	Refund(state uint64, taken Taken, now int64, n int, since gcra.Since) (back uint64, shifts, ok bool)
 	// Idle reports when state becomes idle, the floor a replacement starts
 	// from, and whether it is idle at now.
 	Idle(state uint64, now int64) (from int64, floor uint64, idle bool)
@@ -101,16 +101,16 @@ func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, Ta
 	}
 }
 
-// epochFor reads the give-back epoch of the word at p for an admission
-// under r, before the admission is decided: a shifting give-back that lands
-// after this read is then seen by the admission's own give-back. Only a
-// GCRA give-back reads it (the windows' give-backs count, and do not depend
-// on what happened since).
-func epochFor(p *atomic.Uint64, r WordRule) uint64 {
+// epochFor reads the stripe counters of the word at p for an admission
+// under r, before the admission is decided: a give-back or a reservation
+// that lands after this read is then seen by the admission's own
+// give-back. Only a GCRA give-back reads them (the windows' give-backs
+// count, and do not depend on what happened since).
+func epochFor(p *atomic.Uint64, r WordRule) Epoch {
 	if _, ok := r.(*GCRA); ok {
 		return StripeOf(p).Epoch()
 	}
-	return 0
+	return Epoch{}
 }
 
 func (w word) Refund(s State, taken Taken, clk Clock, n int) bool {
@@ -120,37 +120,40 @@ func (w word) Refund(s State, taken Taken, clk Clock, n int) bool {
 // RefundWord is the give-back of a WordRule on the word at p: RefundLoop
 // with the rule's Refund.
 func RefundWord(p *atomic.Uint64, r WordRule, taken Taken, clk Clock, n int) bool {
-	return RefundLoop(p, taken, clk, func(old uint64, now int64, alone bool) (uint64, bool, bool) {
-		return r.Refund(old, taken, now, n, alone)
+	return RefundLoop(p, taken, clk, func(old uint64, now int64, since gcra.Since) (uint64, bool, bool) {
+		return r.Refund(old, taken, now, n, since)
 	})
 }
 
 // RefundLoop runs one give-back on the word at p: under its Stripe's
-// lock, a load, a clock reading, give, and a CompareAndSwap of what give
-// returns, until give has nothing to store or the CompareAndSwap succeeds.
-// give receives the word, the time (the later of clk's reading and the
-// admission's own: a caller that stamped the admission ahead of the clock
-// keeps its timeline) and whether the give-back is alone (see Stripe). A
-// zero taken gives back nothing.
-func RefundLoop(p *atomic.Uint64, taken Taken, clk Clock, give func(old uint64, now int64, alone bool) (back uint64, shifts, ok bool)) bool {
+// lock, a load, a reading of the stripe's counters and of the clock, give,
+// and a CompareAndSwap of what give returns, until give has nothing to
+// store or the CompareAndSwap succeeds. give receives the word, the time
+// (the later of clk's reading and the admission's own: a caller that
+// stamped the admission ahead of the clock keeps its timeline) and what
+// happened since the admission (see Stripe). A zero taken gives back
+// nothing.
+func RefundLoop(p *atomic.Uint64, taken Taken, clk Clock, give func(old uint64, now int64, since gcra.Since) (back uint64, shifts, ok bool)) bool {
 	if taken == (Taken{}) {
 		return false
 	}
 	s := StripeOf(p)
 	s.Lock()
-	alone := s.Epoch() == taken.Epoch
 	ok, shifted := false, false
 	for {
-		// First the load, then the clock: the reading is at least every
-		// time the loaded state was decided at.
+		// First the load, then the counters and the clock: the counters
+		// then include every reservation the loaded state holds, and the
+		// reading is at least every time the loaded state was decided at.
 		old := p.Load()
-		back, shifts, store := give(old, max(clk.Now(), taken.At), alone)
+		since := s.Since(taken.Epoch)
+		back, shifts, store := give(old, max(clk.Now(), taken.At), since)
 		if !store {
 			break
 		}
 		// Under the lock only admissions and retirements race with this
 		// CompareAndSwap, and neither brings the word back to old: it fails
-		// on any change, and the retry reads the clock again.
+		// on any change, and the retry reads the counters and the clock
+		// again.
 		if p.CompareAndSwap(old, back) {
 			ok, shifted = true, shifts
 			break

@@ -192,7 +192,7 @@ func (p *AnchoredParams) State(state uint64, now int64) gcra.Decision {
 // A later admission of the same window still finds it after the move: its
 // anchor lies between the one it stored and that window's end, which no
 // later window's anchor does.
-func (p *AnchoredParams) Refund(state uint64, taken algo.Taken, now int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *AnchoredParams) Refund(state uint64, taken algo.Taken, now int64, n int, _ gcra.Since) (back uint64, shifts, ok bool) {
 	if state == Retired || uint64(int64(n)-1) >= p.limit {
 		return state, false, false
 	}

@@ -194,7 +194,7 @@ func runAnchored(t *testing.T, n int, w int64, steps []fuzzStep, refunds []bool)
 		}
 		state = next
 		if i < len(refunds) && refunds[i] && pending.n > 0 && pending.stored != next {
-			back, _, ok := p.Refund(state, algo.Taken{Word: pending.stored}, latest, pending.n, true)
+			back, _, ok := p.Refund(state, algo.Taken{Word: pending.stored}, latest, pending.n, gcra.Alone)
 			if ok {
 				ref.giveBack(pending.n, pending.opened, latest)
 				perWindow[pending.anchor] -= pending.n
@@ -382,7 +382,7 @@ func TestAnchoredRefundFirst(t *testing.T) {
 	require.True(t, ok)
 	b, ok := p.Admit(a, int64(59*s), 1)
 	require.True(t, ok)
-	back, _, ok := p.Refund(b, algo.Taken{Word: a, At: 0}, int64(59*s), 1, true)
+	back, _, ok := p.Refund(b, algo.Taken{Word: a, At: 0}, int64(59*s), 1, gcra.Alone)
 	require.True(t, ok)
 	anchor, open := p.AnchorOf(back)
 	require.True(t, open)
@@ -394,10 +394,10 @@ func TestAnchoredRefundFirst(t *testing.T) {
 	_, ok = p.Admit(next, int64(119*s), 1)
 	require.True(t, ok, "renewed one minute after the moved anchor")
 	// Given back after the window ended: nothing (its counts decide nothing).
-	_, _, ok = p.Refund(b, algo.Taken{Word: a, At: 0}, int64(61*s), 1, true)
+	_, _, ok = p.Refund(b, algo.Taken{Word: a, At: 0}, int64(61*s), 1, gcra.Alone)
 	require.False(t, ok)
 	// Alone in its window, the first admission closes it.
-	back, _, ok = p.Refund(a, algo.Taken{Word: a, At: 0}, int64(s), 1, true)
+	back, _, ok = p.Refund(a, algo.Taken{Word: a, At: 0}, int64(s), 1, gcra.Alone)
 	require.True(t, ok)
 	_, open = p.AnchorOf(back)
 	require.False(t, open)

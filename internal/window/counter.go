@@ -197,7 +197,7 @@ func (p *CounterParams) settle(c, room uint64) int64 {
 // whatever happened since; once the window has left the estimate there is
 // nothing to give back. It returns the state to store and whether there is
 // anything to store (shifts is always false).
-func (p *CounterParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *CounterParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ gcra.Since) (back uint64, shifts, ok bool) {
 	if uint64(int64(n)-1) >= p.limit {
 		return state, false, false
 	}

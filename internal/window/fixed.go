@@ -193,7 +193,7 @@ func (p *FixedParams) State(state uint64, now int64) gcra.Decision {
 // the admission leaves exactly the count of the other admissions in that
 // window, whatever happened since; and once the window has been replaced
 // there is nothing to give back.
-func (p *FixedParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ bool) (back uint64, shifts, ok bool) {
+func (p *FixedParams) Refund(state uint64, taken algo.Taken, _ int64, n int, _ gcra.Since) (back uint64, shifts, ok bool) {
 	if state>>p.shift != taken.Word>>p.shift || uint64(int64(n)-1) >= p.limit || state&p.mask < uint64(n) {
 		return state, false, false
 	}
