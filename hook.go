@@ -31,7 +31,9 @@ type Hook struct {
 }
 
 // WithHook makes a Keyed limiter report its decisions (Allow, AllowN, Take,
-// TakeN) and its evictions to h under the name policy. Do not give the
+// TakeN, Reserve, ReserveN, Wait, WaitN: one event per call that decided,
+// the one it decided, in the caller's goroutine before the call returns)
+// and its evictions to h under the name policy. Do not give the
 // same hook to a Keyed limiter and to a door over it: both would report
 // each request.
 func WithHook(policy string, h *Hook) Option {

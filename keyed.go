@@ -152,12 +152,12 @@ func NewKeyedRule[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 // Allow is shorthand for AllowN(key, clock.Now(), 1).
 func (k *Keyed[K]) Allow(key K) bool {
 	now := k.src.Now()
+	if k.hook != nil {
+		return k.allowReported(key, now, 1, k.src.IsCoarse())
+	}
 	ok := k.allow(key, now, 1)
 	if !ok && k.src.IsCoarse() {
-		ok, now = k.allowFresh(key, now, 1)
-	}
-	if k.hook != nil {
-		k.report(key, now, 1, ok)
+		ok = k.allowFresh(key, now, 1)
 	}
 	return ok
 }
@@ -165,11 +165,11 @@ func (k *Keyed[K]) Allow(key K) bool {
 // allowFresh decides again, at a fresh reading, a request the coarse clock's
 // reading now denied (see timebase.Source.Refresh): a lagging ticker costs
 // a denial one precise clock read, and no admissions.
-func (k *Keyed[K]) allowFresh(key K, now int64, n int) (bool, int64) {
+func (k *Keyed[K]) allowFresh(key K, now int64, n int) bool {
 	if t, later := k.src.Refresh(now); later {
-		return k.allow(key, t, n), t
+		return k.allow(key, t, n)
 	}
-	return false, now
+	return false
 }
 
 // AllowN reports whether key may have n events at now, and takes them if
@@ -177,24 +177,26 @@ func (k *Keyed[K]) allowFresh(key K, now int64, n int) (bool, int64) {
 // can ever admit, are denied and insert no key.
 func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
 	t := k.src.At(now)
-	ok := k.allow(key, t, n)
 	if k.hook != nil {
-		k.report(key, t, n, ok)
+		return k.allowReported(key, t, n, false)
 	}
-	return ok
+	return k.allow(key, t, n)
 }
 
-// report passes a boolean decision to the hook; a denial's RetryAfter is
-// read back with a peek.
-func (k *Keyed[K]) report(key K, now int64, n int, ok bool) {
-	if ok {
-		k.reportDecision(n, gcra.Decision{Allowed: true}, false)
-		return
+// allowReported is allow for a limiter with a hook: decided as Take
+// decides, it knows a full limiter's refusal from a denial by the key's
+// state at the moment it decides (a look at the key afterwards could find
+// it inserted by another request meanwhile), and reports the decision.
+// fresh: a coarse reading's denial is decided again at a fresh one.
+func (k *Keyed[K]) allowReported(key K, now int64, n int, fresh bool) bool {
+	d, _, full := k.take(key, now, n)
+	if !d.Allowed && fresh {
+		if t, later := k.src.Refresh(now); later {
+			d, _, full = k.take(key, t, n)
+		}
 	}
-	d := k.peek(key, now, n)
-	// Denied, yet a state would admit it: a new key that the full limiter
-	// refused.
-	k.reportDecision(n, gcra.Decision{RetryAfter: d.RetryAfter}, d.Allowed)
+	k.reportDecision(n, d, full)
+	return d.Allowed
 }
 
 // reportDecision passes a decision to the hook; full says it is a refusal

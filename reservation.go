@@ -50,17 +50,17 @@ func (l *Limiter) ReserveN(now time.Time, n int) (*Reservation, error) {
 }
 
 func (l *Limiter) reservePtr(now int64, n int) (*Reservation, error) {
-	r, err := l.reserve(now, n, math.MaxInt64)
+	r, _, err := l.reserve(now, n, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, error) {
+func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, int64, error) {
 	r := l.rule.Load()
 	if !r.gcra {
-		return Reservation{}, errPacing(r)
+		return Reservation{}, 0, errPacing(r)
 	}
 	return reserveOn(l.bucket(), &r.g, &l.src, now, n, maxWait)
 }
@@ -74,24 +74,25 @@ func errPacing(r *rule) error {
 
 // reserveOn admits n tokens of b under p, due within maxWait ns of now (at
 // most gcra.MaxWait). A request that would wait longer fails with
-// ErrDeadline; one that can never pass fails with gcra.ErrInvalidN or
-// gcra.ErrExceedsBurst.
-func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, error) {
+// ErrDeadline, returning the wait it would need; one that can never pass
+// fails with gcra.ErrInvalidN or gcra.ErrExceedsBurst, and the wait
+// gcra.Never.
+func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, int64, error) {
 	if n < 0 {
-		return Reservation{}, fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
+		return Reservation{}, int64(gcra.Never), fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
 	}
 	if n == 0 {
 		// A peek: due now, nothing reserved, nothing to cancel (no cell).
-		return Reservation{src: src, params: p, actAt: now, finished: true}, nil
+		return Reservation{src: src, params: p, actAt: now, finished: true}, 0, nil
 	}
 	if n > p.Burst() {
-		return Reservation{}, fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
+		return Reservation{}, int64(gcra.Never), fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
 	}
 	taken, wait, ok := b.ReserveN(p, now, n, maxWait)
 	if !ok {
-		return Reservation{}, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
+		return Reservation{}, wait, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
 	}
-	return Reservation{cell: b, src: src, params: p, taken: taken, actAt: now + wait, n: n}, nil
+	return Reservation{cell: b, src: src, params: p, taken: taken, actAt: now + wait, n: n}, 0, nil
 }
 
 // Delay returns how long to wait before acting on the reservation: 0 if its

@@ -38,7 +38,8 @@ func newRealTimer(d time.Duration) (<-chan time.Time, func() bool) {
 
 func (l *Limiter) waitN(ctx context.Context, n int, now int64, timer newTimer) error {
 	return waitFor(ctx, &l.src, now, timer, func(maxWait int64) (Reservation, error) {
-		return l.reserve(now, n, maxWait)
+		r, _, err := l.reserve(now, n, maxWait)
+		return r, err
 	})
 }
 
