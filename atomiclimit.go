@@ -54,6 +54,27 @@
 // backward time can only make a decision stricter: no state ever moves
 // back, but for a give-back, which gives back no more than the admission
 // took as long as the clock it reads does not go back (see Keyed.Refund).
+//
+// # Clocks that jump
+//
+// Each rule bounds how long after a decision its state becomes idle: B·T
+// for GCRA (plus the wait of a reservation), a window, two for the sliding
+// counter. A limiter's reach is twice the longest of those over every rule
+// it has held, or B·T + the longest wait it granted a reservation, if
+// longer. A state idle more than reach after the limiter's clock cannot
+// come from a decision at any time the clock has read: it came from a time
+// stamped in the future (AllowN at a time years ahead) or from a clock that
+// went back (WithClock). Such a state would deny its key until the clock
+// caught up, and keep it from being removed as idle. Instead, a request at
+// a time within reach of the clock that meets it, or a sweep, starts the
+// key again as a new key (Stats counts it in EvictedActive); the floors new
+// keys start from are not raised to it. Within reach, a stale or backward
+// time is decided as above, stricter, never looser. A caller that stamps
+// its own times more than reach ahead of the clock (a simulation over a
+// clock it never reads) is decided as it says, and forgets nothing. A
+// clock that goes back to before the limiter was created reads as its
+// creation time (times before the epoch count as the epoch) until it has
+// passed it again: meanwhile no state refills.
 package atomiclimit
 
 import (

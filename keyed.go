@@ -133,14 +133,15 @@ func NewKeyedRule[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 	}
 	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
 	k.src = newSource(&cfg, k)
-	def, err := newTier(k.src, k.src.Now(), nil, spec)
+	k.cells = &cells{src: k.src}
+	def, err := newTier(k.src, k.src.Now(), nil, spec, &k.cells.reach)
 	if err != nil {
 		return nil, err
 	}
 	first := def.cur.Load()
 	def.def = first
 	k.def, k.fast = def, first.gcra
-	k.cells = &cells{words: first.set.Words(), bands: first.set.Len(), gcra: first.gcra}
+	k.cells.words, k.cells.bands, k.cells.gcra = first.set.Words(), first.set.Len(), first.gcra
 	k.st = keyed.New[K, *cell](cfg.keyed, k.src, k.cells)
 	k.m = k.st.Map
 	k.hook, k.hookName = cfg.hook, cfg.keyed.HookName
@@ -240,12 +241,30 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 		} else {
 			ok = r.set.Admit(k.cells.state(c), now, n)
 		}
-		// A retired state denies everything: only a denial needs the check.
-		if ok || !k.cells.IsRetired(c) {
+		// A retired state denies everything, and a state idle far ahead
+		// may be one to forget: only a denial needs the check.
+		if ok || !k.cells.suspect(c, k.ruleOf(c), now) {
 			return ok
 		}
 	}
 	return k.allowSlow(key, now, n)
+}
+
+// settled reports whether a denial at now on c stands: c is live and not
+// one to forget. Otherwise c is retired (by forget, if it was far), and the
+// caller decides again on the key's new cell.
+func (k *Keyed[K]) settled(c *cell, r *rule, now int64) bool {
+	if !k.cells.suspect(c, r, now) {
+		return true
+	}
+	if k.cells.IsRetired(c) {
+		return false
+	}
+	if k.cells.forget(c, now) {
+		k.st.Forgot()
+		return false
+	}
+	return true
 }
 
 // allowSlow is allow for a key that is absent or whose state was retired.
@@ -255,10 +274,11 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 		if c == nil {
 			return d.Allowed // refused, or a request no state could admit
 		}
-		if c.rule().set.Admit(k.cells.state(c), now, n) {
+		r := c.rule()
+		if r.set.Admit(k.cells.state(c), now, n) {
 			return true
 		}
-		if !k.cells.IsRetired(c) {
+		if k.settled(c, r, now) {
 			return false
 		}
 	}
@@ -268,9 +288,10 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 	if c, ok := k.m.Load(key); ok {
 		r := c.rule()
 		d, _ := r.set.Decide(k.cells.state(c), now, n, true)
-		if !k.cells.IsRetired(c) {
+		if d.Allowed || k.settled(c, r, now) {
 			return d
 		}
+		// Retired, or forgotten: a new key.
 	}
 	// A new key: decide on the state a new cell would start with, the
 	// floor. A one-word rule decides on the floor's value itself; a rule
@@ -406,7 +427,7 @@ func (k *Keyed[K]) Quota(key K) Quota {
 // NewTier returns a tier for this limiter's keys (see SetTierFunc). Its rule
 // must be compatible with the limiter's (ErrIncompatible).
 func (k *Keyed[K]) NewTier(spec Rule) (*Tier, error) {
-	return newTier(k.src, k.def.start, k.def.def, spec)
+	return newTier(k.src, k.def.start, k.def.def, spec, &k.cells.reach)
 }
 
 // SetTierFunc makes f choose the tier of each key created from now on (nil,
@@ -429,7 +450,7 @@ func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 // be compatible with the limiter's (ErrIncompatible). It changes nothing on
 // error.
 func (k *Keyed[K]) SetKeyRule(key K, spec Rule) error {
-	t, err := newTier(k.src, k.def.start, k.def.def, spec)
+	t, err := newTier(k.src, k.def.start, k.def.def, spec, &k.cells.reach)
 	if err != nil {
 		return err
 	}
@@ -497,6 +518,9 @@ type cells struct {
 	words int  // state words per key
 	bands int  // bands per rule
 	gcra  bool // one GCRA band: the bucket's own retired state
+	// src is a copy of the limiter's clock (not a pointer into the limiter:
+	// the sweeper reaches the cells), read by forget.
+	src timebase.Source
 
 	// Retirements write the floors; decisions read the fields above (a
 	// denial's IsRetired, a wide rule's state): the padding keeps them on
@@ -507,6 +531,39 @@ type cells struct {
 	// floors[i] is at least the floor of band i of every state retired as
 	// idle; new states start from them. Each only grows (algo.Set.raise).
 	floors [algo.MaxBands]atomic.Uint64
+	// reach is how far ahead of the clock a state of the limiter can be
+	// idle: the largest far of the rules it has held (raised by each tier
+	// before it decides under a rule), and of B·T + the wait of its
+	// reservations (raised by each before it stores). Only grows.
+	reach atomic.Int64
+}
+
+// suspect reports whether a denial at now on c, under its rule r, needs a
+// second look: c is retired, or its state is idle more than r.far after
+// now (then forget decides). Loads only.
+func (g *cells) suspect(c *cell, r *rule, now int64) bool {
+	if g.gcra {
+		tat := int64(c.word.Load())
+		return tat == algo.RetiredTAT || tat-now > r.far
+	}
+	from, live := r.set.IdleFrom(g.state(c))
+	return !live || from-now > r.far
+}
+
+// forget retires c, raising no floor, if a request at now, a time within
+// reach of the clock, finds c's state idle later than any decision at now
+// or at the clock could have made it (see "Clocks that jump" in the
+// package doc): the key starts again as a new key. It reports whether it
+// retired c.
+func (g *cells) forget(c *cell, now int64) bool {
+	return c.rule().set.RetireFar(g.state(c), now, g.src.GiveBack(), &g.reach)
+}
+
+// RetireFar is forget for the store's sweeps, which know when c becomes
+// idle (from): it reads the clock only for a state idle later than
+// now + reach.
+func (g *cells) RetireFar(c *cell, from, now int64) bool {
+	return from-now > g.reach.Load() && g.forget(c, now)
 }
 
 // state is c's state. A limiter's cells all have one shape (see wideCell):

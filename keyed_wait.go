@@ -50,11 +50,15 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 				// Unlimited needs no state, n = 0 takes nothing, and a
 				// request no state admits fails as reserveOn says: they
 				// reserve on a bucket of their own, and create no key.
-				return reserveOn(new(algo.Bucket), &t.g, &k.src, now, n, maxWait)
+				return reserveOn(new(algo.Bucket), &t.g, &k.src, now, n, maxWait, nil)
 			}
 			return Reservation{}, int64(d.RetryAfter), fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())
 		}
-		r, wait, err := reserveOn(c.bucket(), &c.rule().g, &k.src, now, n, maxWait)
+		rl := c.rule()
+		if k.cells.suspect(c, rl, now) && !k.settled(c, rl, now) {
+			continue // retired, or forgotten: reserve on the key's new cell
+		}
+		r, wait, err := reserveOn(c.bucket(), &rl.g, &k.src, now, n, maxWait, &k.cells.reach)
 		if err == nil {
 			r.owner, r.key = k, c
 			return r, 0, nil

@@ -24,9 +24,11 @@ import (
 type Limiter struct {
 	cell  paddedWord // first, so it starts the allocation's first line
 	rule  atomic.Pointer[rule]
-	st    algo.State // the state's view: the cell's word and the rest; set once
+	st    algo.State                 // a one-word rule's state: the cell's word
+	wide  atomic.Pointer[algo.State] // a rule wider than one word: its words (nil for one word); replaced when forgotten
 	src   timebase.Source
-	start int64 // where the windows of every rule it builds start (newRule)
+	start int64        // where the windows of every rule it builds start (newRule)
+	reach atomic.Int64 // how far ahead of the clock a state can be idle (see rule.far)
 }
 
 // NewRule returns a single-key limiter of rule, starting full (or empty, for
@@ -47,13 +49,29 @@ func NewRule(spec Rule, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l.st = algo.State{Word: &l.cell.word}
-	if w := r.set.Words(); w > 1 {
-		l.st.Rest = make([]atomic.Uint64, w-1) // a rule wider than one word
+	if r.set.Words() > 1 {
+		l.wide.Store(newWideState(r.set))
 	}
-	var floors [algo.MaxBands]atomic.Uint64
-	r.set.Init(l.st, floors[:])
+	l.reach.Store(r.far)
 	l.rule.Store(r)
 	return l, nil
+}
+
+// newWideState returns a new state of set, wider than one word.
+func newWideState(set *algo.Set) *algo.State {
+	words := make([]atomic.Uint64, set.Words())
+	st := &algo.State{Word: &words[0], Rest: words[1:]}
+	var floors [algo.MaxBands]atomic.Uint64
+	set.Init(*st, floors[:])
+	return st
+}
+
+// state returns the limiter's state.
+func (l *Limiter) state() algo.State {
+	if p := l.wide.Load(); p != nil {
+		return *p
+	}
+	return l.st
 }
 
 // paramsFor validates limit and burst, and checks them against src's clock.
@@ -109,21 +127,24 @@ func (l *Limiter) Allow() bool {
 	} else if ok, settled = l.bucket().TryAllowN(&r.g, now, 1); !settled {
 		ok = l.bucket().AllowN(&r.g, now, 1) // the bucket's first attempt inlines above
 	}
-	if !ok && l.src.IsCoarse() {
-		return l.allowFresh(now)
+	if !ok && (l.src.IsCoarse() || l.far(r, now)) {
+		return l.allowAgain(now, 1, l.src.IsCoarse())
 	}
 	return ok
 }
 
-// allowFresh decides again, at a fresh reading, one event the coarse clock's
-// reading now denied (see Keyed.allowFresh).
-func (l *Limiter) allowFresh(now int64) bool {
-	if t, later := l.src.Refresh(now); later {
-		r := l.rule.Load()
-		if r.gcra && !r.g.IsUnlimited() {
-			return l.bucket().AllowN(&r.g, t, 1)
+// allowAgain decides again a request for n that was denied at now: on a
+// new state if the state was one to forget (see far), else, if fresh, at a
+// fresh reading of a coarse clock (a lagging ticker costs a denial one
+// precise clock read, and no admissions; see Keyed.allowFresh).
+func (l *Limiter) allowAgain(now int64, n int, fresh bool) bool {
+	if l.forget(now) {
+		return l.allowOnce(l.rule.Load(), now, n)
+	}
+	if fresh {
+		if t, later := l.src.Refresh(now); later {
+			return l.allowOnce(l.rule.Load(), t, n)
 		}
-		return l.allowGeneric(r, t, 1)
 	}
 	return false
 }
@@ -133,29 +154,41 @@ func (l *Limiter) allowFresh(now int64) bool {
 // ever admit, are denied.
 func (l *Limiter) AllowN(now time.Time, n int) bool {
 	r, t := l.rule.Load(), l.src.At(now)
-	if !r.gcra || r.g.IsUnlimited() {
-		return l.allowGeneric(r, t, n)
+	ok := l.allowOnce(r, t, n)
+	if !ok && l.far(r, t) {
+		return l.allowAgain(t, n, false)
 	}
-	if ok, settled := l.bucket().TryAllowN(&r.g, t, n); settled {
+	return ok
+}
+
+// allowOnce is AllowN on the state as it is.
+func (l *Limiter) allowOnce(r *rule, now int64, n int) bool {
+	if !r.gcra || r.g.IsUnlimited() {
+		return l.allowGeneric(r, now, n)
+	}
+	if ok, settled := l.bucket().TryAllowN(&r.g, now, n); settled {
 		return ok
 	}
-	return l.bucket().AllowN(&r.g, t, n)
+	return l.bucket().AllowN(&r.g, now, n)
 }
 
 // allowGeneric is allow for every rule but a finite GCRA one.
 func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
-	var ok bool
 	switch {
 	case r.gcra: // Unlimited
-		ok = n >= 0 // writes nothing
+		return n >= 0 // writes nothing
 	case r.word != nil:
-		_, ok = algo.AdmitWord(&l.cell.word, r.word, now, n)
-	case r.one != nil:
-		_, ok = r.one.Admit(l.st, now, n)
-	default:
-		ok = r.set.Admit(l.st, now, n)
+		_, ok := algo.AdmitWord(&l.cell.word, r.word, now, n)
+		return ok
 	}
-	return ok
+	for {
+		// A wide state being forgotten is retired first: decide again on
+		// the one that replaces it.
+		st := l.state()
+		if ok := r.set.Admit(st, now, n); ok || !r.set.IsRetired(st) {
+			return ok
+		}
+	}
 }
 
 // Take is Allow for n events with the whole decision: remaining,
@@ -166,7 +199,7 @@ func (l *Limiter) Take(n int) gcra.Decision {
 	d := l.decide(now, n, false)
 	if !d.Allowed && l.src.IsCoarse() {
 		if t, later := l.src.Refresh(now); later {
-			d = l.decide(t, n, false) // see allowFresh
+			d = l.decide(t, n, false) // see allowAgain
 		}
 	}
 	return d
@@ -187,17 +220,75 @@ func (l *Limiter) PeekN(now time.Time, n int) gcra.Decision {
 	return l.decide(l.src.At(now), n, true)
 }
 
+// decide is TakeN, or PeekN with peek, on a state that is not one to
+// forget (a peek forgets it too: it takes nothing, but describes the state
+// every later decision meets).
 func (l *Limiter) decide(now int64, n int, peek bool) gcra.Decision {
 	r := l.rule.Load()
+	d := l.decideOnce(r, now, n, peek)
+	if !d.Allowed && l.far(r, now) && l.forget(now) {
+		d = l.decideOnce(l.rule.Load(), now, n, peek)
+	}
+	return d
+}
+
+func (l *Limiter) decideOnce(r *rule, now int64, n int, peek bool) gcra.Decision {
 	switch {
 	case !r.gcra:
-		d, _ := r.set.Decide(l.st, now, n, peek)
-		return d
+		for {
+			st := l.state()
+			d, _ := r.set.Decide(st, now, n, peek)
+			if d.Allowed || !r.set.IsRetired(st) {
+				return d
+			}
+		}
 	case peek:
 		return l.bucket().PeekN(&r.g, now, n)
 	}
 	d, _ := l.bucket().TakeN(&r.g, now, n)
 	return d
+}
+
+// far reports whether a denial at now met a state that may be one to
+// forget: idle more than r.far after now. Loads only; forget decides.
+func (l *Limiter) far(r *rule, now int64) bool {
+	if r.gcra {
+		return int64(l.cell.word.Load())-now > r.far
+	}
+	from, _ := r.set.IdleFrom(l.state())
+	return from-now > r.far
+}
+
+// forget starts the state again as a new one if it becomes idle later than
+// any decision at now or at the clock could have made it (see "Clocks that
+// jump" in the package doc), and reports whether it did.
+func (l *Limiter) forget(now int64) bool {
+	r := l.rule.Load()
+	if p := l.wide.Load(); p != nil {
+		// First retire the old words, so that a decision still on them is
+		// denied and decides again; then the new words replace them.
+		if !r.set.RetireFar(*p, now, l.src.GiveBack(), &l.reach) {
+			return false
+		}
+		l.wide.CompareAndSwap(p, newWideState(r.set))
+		return true
+	}
+	for {
+		// One word: a CompareAndSwap from the far value to a new state's
+		// (0 for every one-word rule). A decision racing with it either
+		// stores first (and forget looks again) or meets the new state.
+		w := l.cell.word.Load()
+		from := int64(w)
+		if !r.gcra {
+			from, _ = r.set.IdleFrom(l.st)
+		}
+		if !algo.Far(from, now, l.src.GiveBack(), &l.reach) {
+			return false
+		}
+		if l.cell.word.CompareAndSwap(w, 0) {
+			return true
+		}
+	}
 }
 
 // Quota describes the limiter's rule.
@@ -222,6 +313,7 @@ func (l *Limiter) SetRule(spec Rule) error {
 	if err := compatible(l.rule.Load(), r); err != nil {
 		return err
 	}
+	algo.Raise(&l.reach, r.far) // first the reach: no decision under r finds its states far
 	l.rule.Store(r)
 	return nil
 }

@@ -150,7 +150,7 @@ func TestUnlimitedWritesNothing(t *testing.T) {
 		assert.True(t, b.AllowN(&p, now, 5))
 		d, _ := b.TakeN(&p, now, 1)
 		assert.True(t, d.Allowed)
-		_, _, ok := b.ReserveN(&p, now, 1, 0)
+		_, _, ok := b.ReserveN(&p, now, 1, 0, nil)
 		assert.True(t, ok)
 		assert.Equal(t, int64(0), int64(w.Load()), "Unlimited stored a state")
 	}
@@ -200,7 +200,7 @@ func TestZeroNIsAnAdmittedPeek(t *testing.T) {
 
 			assert.True(t, b.AllowN(p, int64(at), 0))
 			assert.True(t, bucketDecide(b, p, int64(at), 0).Allowed)
-			_, wait, ok := b.ReserveN(p, int64(at), 0, 0)
+			_, wait, ok := b.ReserveN(p, int64(at), 0, 0, nil)
 			assert.True(t, ok)
 			assert.Zero(t, wait)
 			assert.Equal(t, tat, int64(w.Load()), "%s step %d: the bucket stored nothing", lc.name, i)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
@@ -62,7 +63,10 @@ func (l *Limiter) reserve(now int64, n int, maxWait int64) (Reservation, int64, 
 	if !r.gcra {
 		return Reservation{}, 0, errPacing(r)
 	}
-	return reserveOn(l.bucket(), &r.g, &l.src, now, n, maxWait)
+	if l.far(r, now) && l.forget(now) {
+		r = l.rule.Load()
+	}
+	return reserveOn(l.bucket(), &r.g, &l.src, now, n, maxWait, &l.reach)
 }
 
 // errPacing is the error of Reserve and Wait on a rule other than GCRA:
@@ -77,7 +81,7 @@ func errPacing(r *rule) error {
 // ErrDeadline, returning the wait it would need; one that can never pass
 // fails with gcra.ErrInvalidN or gcra.ErrExceedsBurst, and the wait
 // gcra.Never.
-func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64) (Reservation, int64, error) {
+func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, n int, maxWait int64, reach *atomic.Int64) (Reservation, int64, error) {
 	if n < 0 {
 		return Reservation{}, int64(gcra.Never), fmt.Errorf("%w: n=%d", gcra.ErrInvalidN, n)
 	}
@@ -88,7 +92,7 @@ func reserveOn(b *algo.Bucket, p *gcra.Params, src *timebase.Source, now int64, 
 	if n > p.Burst() {
 		return Reservation{}, int64(gcra.Never), fmt.Errorf("%w: n=%d, burst=%d", gcra.ErrExceedsBurst, n, p.Burst())
 	}
-	taken, wait, ok := b.ReserveN(p, now, n, maxWait)
+	taken, wait, ok := b.ReserveN(p, now, n, maxWait, reach)
 	if !ok {
 		return Reservation{}, wait, fmt.Errorf("%w: n=%d needs %v", ErrDeadline, n, time.Duration(wait))
 	}

@@ -420,6 +420,7 @@ func TestCancelRespectsLaterReservationsConcurrently(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	t.Logf("stats %+v", k.Stats())
 	for key := range keys {
 		assertConforms(t, live[key], burst, interval)
 	}

@@ -61,6 +61,12 @@ type rule struct {
 	spec Rule
 	maxN int   // the largest request any state admits: larger ones insert no key
 	q    Quota // the rule's Quota, built once: Quota allocates nothing
+	// far is twice the longest its states take to become idle: a state
+	// idle later than that after the clock cannot come from a decision at
+	// a time the clock has read (see "Clocks that jump" in the package
+	// doc). A limiter's reach is the largest far of its rules, and of
+	// B·T + the wait of its reservations.
+	far int64
 }
 
 // newRule validates r against src's clock and builds it. start (ns on
@@ -110,6 +116,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 		}
 		r.set = set
 		r.q = r.describe()
+		r.far = 2 * r.idleAfter()
 		r.maxN = math.MaxInt
 		for _, b := range spec.Bands {
 			r.maxN = min(r.maxN, maxN(b, nil))
@@ -128,6 +135,7 @@ func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error)
 	r.word, _ = algo.WordOf(a)
 	r.one = a
 	r.q = r.describe()
+	r.far = 2 * r.idleAfter()
 	r.maxN = maxN(spec, p)
 	return r, nil
 }

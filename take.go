@@ -125,9 +125,10 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 				// Take, measured, where the calls are not inlined.
 				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}, nil
 			}
-			// A retired bucket denies everything, and a coarse reading may
-			// lag: only those denials take the path below.
-			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
+			// A retired bucket denies everything, a bucket far ahead may be
+			// one to forget, and a coarse reading may lag: only those
+			// denials take the path below.
+			if !k.src.IsCoarse() && !k.cells.suspect(c, r, now) {
 				return d, Receipt{}, nil
 			}
 		}
@@ -159,7 +160,7 @@ func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Recei
 				}
 				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}, r.q, nil
 			}
-			if !k.src.IsCoarse() && !k.cells.IsRetired(c) {
+			if !k.src.IsCoarse() && !k.cells.suspect(c, r, now) {
 				return d, Receipt{}, r.q, nil
 			}
 		}
@@ -220,7 +221,7 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 		} else {
 			d, t = r.set.Take(k.cells.state(c), now, n)
 		}
-		if d.Allowed || !k.cells.IsRetired(c) {
+		if d.Allowed || k.settled(c, r, now) {
 			return d, receiptOf(c, r, t), false
 		}
 	}

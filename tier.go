@@ -3,6 +3,7 @@ package atomiclimit
 import (
 	"sync/atomic"
 
+	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
@@ -24,10 +25,13 @@ type Tier struct {
 	// pointer would keep an abandoned limiter alive.
 	src   timebase.Source
 	start int64
+	// reach is the limiter's (cells.reach), raised by every rule the tier
+	// takes before any decision under it.
+	reach *atomic.Int64
 }
 
-func newTier(src timebase.Source, start int64, def *rule, spec Rule) (*Tier, error) {
-	t := &Tier{def: def, src: src, start: start}
+func newTier(src timebase.Source, start int64, def *rule, spec Rule, reach *atomic.Int64) (*Tier, error) {
+	t := &Tier{def: def, src: src, start: start, reach: reach}
 	if err := t.SetRule(spec); err != nil {
 		return nil, err
 	}
@@ -47,6 +51,7 @@ func (t *Tier) SetRule(spec Rule) error {
 			return err
 		}
 	}
+	algo.Raise(t.reach, r.far)
 	t.cur.Store(r)
 	return nil
 }

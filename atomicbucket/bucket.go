@@ -74,7 +74,7 @@ func (b *Bucket) PeekN(p *gcra.Params, now int64, n int) gcra.Decision { return 
 // When it denies, wait is what the request would have needed, gcra.Never if
 // n can never be admitted.
 func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (t Taken, wait int64, ok bool) {
-	at, wait, ok := b.b.ReserveN(p, now, n, maxWait)
+	at, wait, ok := b.b.ReserveN(p, now, n, maxWait, nil)
 	return Taken{at}, wait, ok
 }
 

@@ -92,8 +92,9 @@ const (
 // gives back only what none of them depends on: cancelling a reservation
 // behind which others queued gives back nothing, and the later reservations
 // keep the times they were promised. A request that never admitted
-// anything, n out of range, Unlimited and the zero Params give back
-// nothing.
+// anything, n out of range, Unlimited, the zero Params, and a state that
+// cannot hold the admission (tat < due + n·T: one that replaced it) give
+// back nothing.
 func (p *Params) Refund(tat, now, stored, at int64, n int, since Since) (back int64, shifts, ok bool) {
 	if p.interval == 0 || n < 1 || int64(n) > p.burst || tat > maxTAT {
 		// interval 0: Unlimited or the zero Params; tat > maxTAT: a state no
@@ -102,6 +103,13 @@ func (p *Params) Refund(tat, now, stored, at int64, n int, since Since) (back in
 	}
 	cost := int64(n) * p.interval
 	due := max(stored-p.span, at)
+	if tat < due+cost {
+		// Not a state that holds the admission (the second property keeps
+		// every live admission's due + n·T at most the state): one that
+		// replaced it, such as a state started again after its clock
+		// jumped back.
+		return tat, false, false
+	}
 	g := min(cost, tat-now)
 	switch since {
 	case Alone:

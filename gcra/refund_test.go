@@ -54,6 +54,8 @@ func TestRefund(t *testing.T) {
 			"all of it: the 1 behind it is due at 30ms, 3 tokens after the first 3"},
 		{"a queued reservation, last, not alone", 50 * ms, 0, 50 * ms, 0, 2, unqueued, 30 * ms, true, true,
 			"due at 20ms, and nothing queued since: none due after it"},
+		{"a state that cannot hold it", 5 * ms, 0, 30 * ms, 0, 1, alone, 5 * ms, false, false,
+			"due at 0 with 10ms of tokens: a state below 10ms replaced it"},
 		{"n above burst", 30 * ms, 0, 30 * ms, 0, 4, alone, 30 * ms, false, false, ""},
 		{"n = 0", 30 * ms, 0, 30 * ms, 0, 0, alone, 30 * ms, false, false, ""},
 		{"a retired bucket", 11 << 59, 0, 30 * ms, 0, 1, alone, 11 << 59, false, false, "not a state a decision stores"},

@@ -246,6 +246,7 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 // and the key's TAT and epoch E:
 //
 //	absent, not a state, nothing ahead:  nothing; reply 0
+//	TAT < max(r − B·T, at) + n·T (a state that cannot hold it): reply 0
 //	g = min(n·T, r − now, TAT − now, B·T − (TAT − r))   if E = e (alone)
 //	g = min(at + n·T − now, TAT − now)                  otherwise
 //	g ≤ 0: nothing; reply 0
@@ -301,6 +302,7 @@ local tat, bad
 tat, ep, bad = parse(v, now, span)
 if bad then return 0 end
 local g = tat - now
+if tat < math.max(r - span, at) + n * T then return 0 end -- a state that replaced it
 local alone = ep == e
 if alone then
   g = math.min(n * T, r - now, g, span - (tat - r))

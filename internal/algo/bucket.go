@@ -124,8 +124,10 @@ func (b *Bucket) PeekN(p *gcra.Params, now int64, n int) gcra.Decision {
 // ReserveN admits n tokens if they are available within maxWait ns of now,
 // and returns what Refund needs and the wait before the tokens are due.
 // When it denies, wait is what the request would have needed, gcra.Never if
-// n can never be admitted.
-func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (t Taken, wait int64, ok bool) {
+// n can never be admitted. A reservation that queues first raises *reach
+// (if not nil) to B·T + its wait: how far ahead of the time it is decided
+// at the state it stores becomes idle.
+func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64, reach *atomic.Int64) (t Taken, wait int64, ok bool) {
 	s := StripeOf(&b.tat)
 	ep := s.Epoch() // first the counters (see Stripe)
 	counted := false
@@ -135,13 +137,20 @@ func (b *Bucket) ReserveN(p *gcra.Params, now int64, n int, maxWait int64) (t Ta
 		if !ok || n == 0 || p.IsUnlimited() {
 			return Taken{}, wait, ok
 		}
-		if wait > 0 && !counted {
-			// A reservation that queues counts itself before its store, so
-			// that a give-back that loads a state holding it knows (Stripe).
-			// A retry only waits longer: it counts once.
-			s.Queue()
-			ep.Queued++
-			counted = true
+		if wait > 0 {
+			if !counted {
+				// A reservation that queues counts itself before its store,
+				// so that a give-back that loads a state holding it knows
+				// (Stripe). A retry only waits longer: it counts once.
+				s.Queue()
+				ep.Queued++
+				counted = true
+			}
+			if reach != nil {
+				// Before the store too, at every attempt: a retry's state
+				// is idle later.
+				Raise(reach, int64(p.Span())+wait)
+			}
 		}
 		if b.tat.CompareAndSwap(old, uint64(next)) {
 			return Taken{Word: uint64(next), At: now, Epoch: ep}, wait, true

@@ -322,6 +322,38 @@ func (s *Set) RetireIdle(st State, floors []atomic.Uint64, now int64) bool {
 	return s.retire(st, &sn)
 }
 
+// RetireFar retires st, raising no floor, if a request at now finds it
+// Far (see there). Its floors, as far ahead, must not reach the states
+// created after it: the key starts again as a new key does. It reports
+// whether it retired st.
+func (s *Set) RetireFar(st State, now int64, clk Clock, reach *atomic.Int64) bool {
+	sn := s.snapshot(st, 0)
+	if !sn.live || !Far(sn.from, now, clk, reach) {
+		return false
+	}
+	// A decision since the snapshot makes the retirement fail.
+	return s.retire(st, &sn)
+}
+
+// Far reports whether a state idle from from, as a request at now loaded
+// it, is idle later than any decision could have made it: later than reach
+// after both now and the clock, *reach being how far ahead of the time it
+// is decided at a decision of the limiter can make a state idle (a time
+// stamped ahead of the clock, or a clock that went back, makes such
+// states). It reports false for a request stamped more than reach ahead of
+// the clock: a caller that stamps its own times, as a simulation does,
+// decides as it says.
+//
+// First the state (from), then reach, then the clock: a decision that
+// raises reach before it stores (a reservation) is then counted in both,
+// and every decision the state reflects was at a time no later than the
+// clock's reading (or stamped ahead of it).
+func Far(from, now int64, clk Clock, reach *atomic.Int64) bool {
+	r := reach.Load()
+	clock := clk.Now()
+	return now-clock <= r && from > max(now, clock)+r
+}
+
 // IdleFrom returns when the last of st's bands becomes idle, and false if
 // st is retired.
 func (s *Set) IdleFrom(st State) (int64, bool) {

@@ -139,6 +139,12 @@ type Cells[C any] interface {
 	RetireStale(c C, limit, now int64) (retired, idle bool)
 	// IsRetired reports whether c is retired.
 	IsRetired(c C) bool
+	// RetireFar retires c, raising no floor, if it is idle (from, its
+	// IdleFrom) later than any decision at now or at the clock could have
+	// made it (a time stamped ahead of both, a clock that went back): its
+	// floor would hold every new key back as far. now is the time the sweep
+	// was asked for. It reports whether it retired c.
+	RetireFar(c C, from, now int64) bool
 }
 
 // A Store holds a keyed limiter's cells. It holds no reference to the
@@ -278,6 +284,10 @@ func (s *Store[K, C]) Cell(key K, now int64, create func() C) (c C, ok bool) {
 	}
 }
 
+// Forgot counts a cell a request retired as far ahead of the clock (see
+// Cells.RetireFar): an active key removed.
+func (s *Store[K, C]) Forgot() { s.evictedActive.Add(1) }
+
 // Refused counts a request for a new key that a full limiter refused.
 func (s *Store[K, C]) Refused() { s.rejected.Add(1) }
 
@@ -304,7 +314,6 @@ func (s *Store[K, C]) evictionTime(now int64) int64 { return min(now, s.src.Now(
 // later), shard by shard, and returns how many cells it retired. It takes
 // no global lock.
 func (s *Store[K, C]) Sweep(now int64) int {
-	now = s.evictionTime(now)
 	removed := 0
 	for i := range s.Map.Shards() {
 		r, _ := s.sweepShard(i, now)
@@ -313,11 +322,13 @@ func (s *Store[K, C]) Sweep(now int64) int {
 	return removed
 }
 
-// sweepShard removes shard i's idle keys at now, which is no later than the
-// clock, and returns how many cells it retired (their removal from the map
-// may be finished by a caller that meets them first) and the earliest
-// IdleFrom of the live cells it kept (math.MaxInt64 if none).
-func (s *Store[K, C]) sweepShard(i int, now int64) (retired int, minIdle int64) {
+// sweepShard removes shard i's idle keys at now (at the clock if now is
+// later) and the keys far ahead of both, and returns how many cells it
+// retired (their removal from the map may be finished by a caller that
+// meets them first) and the earliest IdleFrom of the live cells it kept
+// (math.MaxInt64 if none).
+func (s *Store[K, C]) sweepShard(i int, asked int64) (retired int, minIdle int64) {
+	now := s.evictionTime(asked)
 	minIdle = math.MaxInt64
 	s.Map.SweepShard(i, func(_ K, c C) bool {
 		if s.RetireIdle(c, now) {
@@ -325,6 +336,11 @@ func (s *Store[K, C]) sweepShard(i int, now int64) (retired int, minIdle int64) 
 			return true
 		}
 		if t, live := s.cells.IdleFrom(c); live {
+			if s.cells.RetireFar(c, t, asked) {
+				s.evictedActive.Add(1) // not idle: its state is lost
+				retired++
+				return true
+			}
 			minIdle = min(minIdle, t)
 		}
 		return false

@@ -55,6 +55,13 @@ func (fakeCells) RetireStale(c *fakeCell, limit, now int64) (bool, bool) {
 
 func (fakeCells) IsRetired(c *fakeCell) bool { return c.idle.Load() == retired }
 
+// fakeReach is how far ahead of the clock a fakeCell may be idle.
+const fakeReach = int64(time.Hour)
+
+func (fakeCells) RetireFar(c *fakeCell, from, now int64) bool {
+	return from != retired && from-now > fakeReach && c.idle.CompareAndSwap(from, retired)
+}
+
 func newStore(t *testing.T, maxKeys, shards int, full FullPolicy) (*Store[string, *fakeCell], *fakeClock) {
 	t.Helper()
 	clk := &fakeClock{base: time.Unix(1_700_000_000, 0)}
@@ -122,6 +129,21 @@ func TestSweepClampsToClock(t *testing.T) {
 	}
 	if n := s.Sweep(int64(time.Hour)); n != 1 || held(s, "a") || !held(s, "b") {
 		t.Fatalf("Sweep(1h) at clock 10ms retired %d keys (a held %v, b held %v), want a only", n, held(s, "a"), held(s, "b"))
+	}
+}
+
+// A sweep removes a cell idle further ahead of the clock than any decision
+// could make it (Cells.RetireFar), and counts it as an active key removed;
+// a cell idle within reach stays.
+func TestSweepRemovesFarCells(t *testing.T) {
+	s, _ := newStore(t, 0, 4, RejectNew)
+	add(t, s, "far", 0, 10*365*24*time.Hour)
+	add(t, s, "near", 0, time.Duration(fakeReach))
+	if n := s.Sweep(0); n != 1 || held(s, "far") || !held(s, "near") {
+		t.Fatalf("Sweep retired %d keys (far held %v, near held %v), want far only", n, held(s, "far"), held(s, "near"))
+	}
+	if st := s.Stats(); st.EvictedActive != 1 || st.Evicted != 0 {
+		t.Fatalf("stats %+v: want one active key removed", st)
 	}
 }
 
