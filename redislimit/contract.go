@@ -89,9 +89,10 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Deci
 // admission's tokens are due or its window has passed, and nothing to a
 // state created after key's state expired. A Reset (or a DEL, FLUSHALL,
 // eviction) in between already gave the whole bucket back: a receipt from
-// before it, until its tokens are due, may give back up to its n·T to the
-// new state (the package doc, "A receipt from before a Reset", says why
-// this is not closed).
+// before it, until its tokens are due, may give back up to its n·T to a
+// new state that holds at least that much from the receipt's time (the
+// package doc, "A receipt from before a Reset", says why this is not
+// closed).
 //
 // The zero Receipt, n < 1, n > the most one request takes, and a receipt
 // Take cannot have returned give back nothing and make no call. A receipt

@@ -184,10 +184,11 @@
 // deletes a key before it is full again: a DEL, FLUSHALL, an eviction under
 // maxmemory, a restart without persistence, a failover to a replica that
 // lacked the key, and the repair of a corrupt value. The state that
-// replaces the key cannot be told from the one a receipt came from, so a
-// receipt from before the deletion, until its tokens are due (at the TAT
-// it stored, within B·T of its Take), gives back up to its n·T to the new
-// state (TestRefundAfterReset). The deletion already gave the whole bucket
+// replaces the key cannot always be told from the one a receipt came from:
+// a receipt from before the deletion, until its tokens are due (at the TAT
+// it stored, within B·T of its Take), gives back up to its n·T to a new
+// state that holds at least n·T beyond the receipt's time, and nothing to
+// one that holds less (TestRefundAfterReset). The deletion already gave the whole bucket
 // back; this adds at most n admissions per receipt that spans it. A door
 // refunds within the request, so only a deletion that falls between a
 // Take and its Refund exposes it.

@@ -121,10 +121,11 @@ func TestCacheAfterRestart(t *testing.T) {
 }
 
 // TestRefundAfterReset: Reset (or a DEL, an eviction, a restart) gives the
-// whole bucket back, and a receipt from before it cannot tell the new
-// state from the one it came from: while its tokens are not yet due, it
-// gives back up to its n·T to the new state (here T: all the new state
-// holds ahead of now, its one admission). Once they are due, nothing.
+// whole bucket back, and a receipt from before it cannot always tell the
+// new state from the one it came from. A new state below the receipt's due
+// time + n·T cannot hold its admission, and gets nothing; one at least that
+// far ahead, while the receipt's tokens are not yet due, gets up to its
+// n·T. Once they are due, nothing.
 func TestRefundAfterReset(t *testing.T) {
 	s := sharedServer(t)
 	c := s.client(t)
@@ -134,18 +135,27 @@ func TestRefundAfterReset(t *testing.T) {
 	l, err := redislimit.New(c, gcra.Every(time.Hour), 3, redislimit.WithKeyPrefix(uniq(t)))
 	require.NoError(t, err)
 
-	_, before := l.TakeAt(ctx, "k", 2, t0) // r = t0 + 2h
+	_, before := l.TakeAt(ctx, "k", 2, t0) // r = t0 + 2h, due at t0
 	require.NoError(t, l.Reset(ctx, "k"))
 	r, _ := l.TakeAt(ctx, "k", 1, t0) // the new state: t0 + 1h
 	require.True(t, r.Allowed)
 	ok, err := l.RefundAt(ctx, "k", 2, before, t0)
 	require.NoError(t, err)
-	assert.True(t, ok, "the old receipt gives back to the new state")
-	// The new admission is given back: the bucket is full (TAT t0), with
-	// the epoch of a give-back that moved another admission than its own.
-	assert.Equal(t, fmt.Sprintf("%d:%d", t0, t0), stored(t, c, l.Key("k")))
-	d := l.DecideAt(ctx, "k", 3, false, t0)
-	assert.True(t, d.Allowed, "a whole burst at t0, after 2 + 1 admitted at t0")
+	assert.False(t, ok, "t0 + 1h cannot hold 2h of tokens due at t0")
+	assert.Equal(t, fmt.Sprint(t0+h), stored(t, c, l.Key("k")))
+
+	_, before = l.TakeAt(ctx, "k3", 2, t0)
+	require.NoError(t, l.Reset(ctx, "k3"))
+	r, _ = l.TakeAt(ctx, "k3", 3, t0) // the new state: t0 + 3h
+	require.True(t, r.Allowed)
+	ok, err = l.RefundAt(ctx, "k3", 2, before, t0)
+	require.NoError(t, err)
+	assert.True(t, ok, "the old receipt gives back to a new state that could hold it")
+	// With the epoch of a give-back that moved another admission than its
+	// own.
+	assert.Equal(t, fmt.Sprintf("%d:%d", t0+h, t0), stored(t, c, l.Key("k3")))
+	d := l.DecideAt(ctx, "k3", 2, false, t0)
+	assert.True(t, d.Allowed, "2 more at t0, after 2 + 3 admitted at t0")
 
 	// Once its tokens are due (now ≥ r), a receipt gives nothing back.
 	_, before = l.TakeAt(ctx, "due", 2, t0)

@@ -280,8 +280,8 @@ func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros 
 // state is seen at now ≥ r, when both formulas give nothing (r ≥ at + n·T).
 // Reset, and whatever else deletes a key early (DEL, FLUSHALL, eviction
 // under maxmemory, a restart without persistence), already gives the whole
-// bucket back; a receipt from before it may give back up to its n·T to the
-// new state.
+// bucket back; a receipt from before it may give back up to its n·T to a
+// new state that holds at least n·T beyond the receipt's time.
 //
 // The caller checks 1 ≤ n ≤ B and that r, at and e are below 2^53, so
 // every value is exact in Lua's doubles.
