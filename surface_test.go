@@ -16,7 +16,7 @@ import (
 var publicPackages = []string{".", "gcra", "atomicbucket", "shardmap", "httplimit"}
 
 // maxSurface is the budget for exported identifiers across publicPackages.
-const maxSurface = 206
+const maxSurface = 207
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and

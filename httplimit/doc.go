@@ -89,6 +89,15 @@
 // than two parts, nest Compose: Compose(RemoteIP, Compose(Route, Method)) is
 // a Pair[netip.Prefix, Pair[string, string]], as comparable.
 //
+// # Key bound
+//
+// A limiter holds every active key in memory, so the key functions that
+// read bytes the client chooses (Header, APIKey, Method) bound their keys:
+// a key longer than 256 bytes is ErrInvalidKey, a 400 with RejectOnError,
+// and never reaches a limiter. MaxKeyLen sets another bound for Header and
+// APIKey. grpclimit's key functions hold to the same bound, with the same
+// option.
+//
 // # Headers
 //
 // The headers follow draft-ietf-httpapi-ratelimit-headers-11 (May 2026), as
