@@ -123,6 +123,13 @@
 // this one after an authentication interceptor whose result a key
 // function reads from the context.
 //
+// A limiter holds every active key in memory, so the key functions that
+// read bytes the client chooses (APIKey, and FullMethod under an
+// UnknownServiceHandler) bound their keys: a key longer than 256 bytes is
+// ErrInvalidKey, InvalidArgument with RejectOnError, and never reaches a
+// limiter. MaxKeyLen sets another bound for APIKey. httplimit's key
+// functions hold to the same bound, with the same option.
+//
 // # Clients
 //
 // A Pacer is the client side, for clients that limit themselves: its
