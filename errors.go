@@ -50,9 +50,13 @@ var (
 	ErrTooManyKeys = errors.New("atomiclimit: too many keys")
 	// ErrFallback is wrapped by the error of a limiter that could not
 	// decide on a key's own state but had another limiter decide instead (a
-	// remote limiter's local fallback during an outage): the decision is
-	// that limiter's, on a state of its own. A door reports the error and
-	// takes the decision as the policy's: a denial is the policy's 429, not
-	// a 503.
+	// remote limiter's local fallback during an outage), beside the cause
+	// (redislimit.ErrUnavailable): the decision is that limiter's, on a
+	// state of its own. A door reports the error and takes the decision, of
+	// Take and of Peek alike, as the policy's: a denial is the policy's 429
+	// (ResourceExhausted), with the fallback's wait, not a 503; an
+	// admission is served, and heard as Allowed. A fallback that was full
+	// (the error wraps ErrTooManyKeys too) refused the key as any full
+	// limiter does: 503.
 	ErrFallback = errors.New("atomiclimit: decided by a fallback limiter")
 )

@@ -48,3 +48,7 @@ replace github.com/atomiclimit/atomiclimit => ../
 tool golang.org/x/perf/cmd/benchstat
 
 replace github.com/atomiclimit/atomiclimit/grpclimit => ../grpclimit
+
+// grpclimit's tests require redislimit (redis_e2e_test.go); its replace is
+// not ours, so the module graph needs this one to resolve.
+replace github.com/atomiclimit/atomiclimit/redislimit => ../redislimit

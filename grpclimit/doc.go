@@ -92,9 +92,19 @@
 //     wait as RetryInfo, the policies before it given back, and the
 //     limiter's error wrapped for errors.Is on the server (its text is not
 //     sent);
-//   - fail open, or a local fallback that admitted: the call is served;
-//     the failed policy is listed in ratelimit-policy but has no ratelimit
-//     item, since there is no state to describe.
+//   - fail open: the call is served; the failed policy is listed in
+//     ratelimit-policy but has no ratelimit item, since there is no state
+//     to describe.
+//
+// A local fallback (redislimit's FallbackTo: the error wraps
+// atomiclimit.ErrFallback) is not a failure to decide: another limiter
+// decided, on a state of its own, and its decision is the policy's. The
+// call is served if it admits; if it denies, the call fails with the
+// policy's codes.ResourceExhausted, with the fallback's exact wait as
+// RetryInfo and its state in the ratelimit item, as any denial. Hook.Error
+// hears the outage, and Hook.Allowed or Hook.Denied the decision beside
+// it. (A full fallback that has no room for the key is Unavailable, as any
+// full limiter.)
 //
 // A call whose client goes away while a limiter decides (its context
 // ends) is not an outage: nothing is reported, the policies before are
@@ -112,6 +122,13 @@
 // not change its key. Interceptors run in the order they are chained: put
 // this one after an authentication interceptor whose result a key
 // function reads from the context.
+//
+// A limiter holds every active key in memory, so the key functions that
+// read bytes the client chooses (APIKey, and FullMethod under an
+// UnknownServiceHandler) bound their keys: a key longer than 256 bytes is
+// ErrInvalidKey, InvalidArgument with RejectOnError, and never reaches a
+// limiter. MaxKeyLen sets another bound for APIKey. httplimit's key
+// functions hold to the same bound, with the same option.
 //
 // # Clients
 //

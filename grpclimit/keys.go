@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/atomiclimit/atomiclimit/internal/door"
 	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -23,14 +24,55 @@ type KeyFunc[K comparable] func(ctx context.Context, fullMethod string) (K, erro
 // (no metadata value, no verified certificate).
 var ErrNoKey = errors.New("grpclimit: call has no key")
 
-// ErrInvalidKey is returned by APIKey when its validation function rejects
+// ErrInvalidKey is returned by a key function for a key longer than its
+// bound (MaxKeyLen), and by APIKey when its validation function rejects
 // the key.
 var ErrInvalidKey = errors.New("grpclimit: invalid key")
+
+// A KeyOption configures a key function that reads bytes the client
+// chooses: APIKey.
+type KeyOption interface{ applyKey(*keyConfig) }
+
+// keyConfig is what KeyOptions set.
+type keyConfig struct {
+	maxLen int // the longest key accepted, in bytes
+}
+
+// MaxKeyLen bounds the keys a key function accepts to n bytes: a longer
+// key is ErrInvalidKey (InvalidArgument with RejectOnError), and never
+// reaches a limiter. A limiter holds every active key in memory, and the
+// client chooses these: without a bound a hundred distinct 1 MB keys would
+// hold 100 MB until they went idle.
+//
+// Without it, the bound is 256 bytes, which holds any API key or token in
+// common use: the same for every key function of both doors that reads
+// the client's bytes (APIKey and FullMethod here; httplimit's Header,
+// APIKey and Method). FullMethod, which takes no option, holds to that
+// default. n < 1 accepts no key at all.
+func MaxKeyLen(n int) KeyOption { return maxKeyLen(n) }
+
+type maxKeyLen int
+
+func (n maxKeyLen) applyKey(c *keyConfig) { c.maxLen = int(n) }
+
+// keyConfigOf returns the configuration opts make of the default (a nil
+// option changes nothing).
+func keyConfigOf(opts []KeyOption) keyConfig {
+	c := keyConfig{maxLen: door.DefaultMaxKeyLen}
+	for _, o := range opts {
+		if o != nil {
+			o.applyKey(&c)
+		}
+	}
+	return c
+}
 
 // APIKey keys a call on an API key in the named incoming metadata (a key
 // such as "x-api-key"; any case, read lower-cased as gRPC sends it). For
 // "authorization" the scheme ("Bearer ", any case) is stripped; surrounding
-// whitespace is trimmed in any field. A missing key is ErrNoKey.
+// whitespace is trimmed in any field. A missing key is ErrNoKey; a key
+// longer than the bound (MaxKeyLen: 256 bytes by default) is
+// ErrInvalidKey.
 //
 // valid, if not nil, must accept the key, or the call fails with
 // ErrInvalidKey. Without it any string is a key: a client that invents keys
@@ -38,15 +80,18 @@ var ErrInvalidKey = errors.New("grpclimit: invalid key")
 // authentication. It reads the metadata with
 // metadata.ValueFromIncomingContext, which copies the value slice: one
 // allocation per call.
-func APIKey(name string, valid func(key string) bool) KeyFunc[string] {
+func APIKey(name string, valid func(key string) bool, opts ...KeyOption) KeyFunc[string] {
 	name = strings.ToLower(name)
 	auth := name == "authorization"
+	limit := keyConfigOf(opts).maxLen
 	return func(ctx context.Context, _ string) (string, error) {
 		k, _ := httpsyntax.APIKey(metadata.ValueFromIncomingContext(ctx, name), auth)
-		if k == "" {
+		switch {
+		case k == "":
 			return "", ErrNoKey
-		}
-		if valid != nil && !valid(k) {
+		case len(k) > limit:
+			return "", ErrInvalidKey
+		case valid != nil && !valid(k):
 			return "", ErrInvalidKey
 		}
 		return k, nil
@@ -54,10 +99,17 @@ func APIKey(name string, valid func(key string) bool) KeyFunc[string] {
 }
 
 // FullMethod keys a call on its full method name, "/package.Service/Method",
-// so that all calls of a method share one limit. It allocates nothing.
+// so that all calls of a method share one limit. It allocates nothing. The
+// server hands the interceptors only the methods it registered, unless it
+// has an UnknownServiceHandler; then the client chooses the name, and one
+// longer than the key functions' default bound (256 bytes, see MaxKeyLen)
+// is ErrInvalidKey.
 func FullMethod(_ context.Context, fullMethod string) (string, error) {
-	if fullMethod == "" {
+	switch {
+	case fullMethod == "":
 		return "", ErrNoKey
+	case len(fullMethod) > door.DefaultMaxKeyLen:
+		return "", ErrInvalidKey
 	}
 	return fullMethod, nil
 }

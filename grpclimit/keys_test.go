@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 var proxies = []netip.Prefix{mustPrefix("10.0.0.0/8"), mustPrefix("2001:db8:ffff::/48")}
@@ -177,6 +178,73 @@ func TestAPIKeyFullMethodCompose(t *testing.T) {
 	ctx, _ = callCtx("192.0.2.1:1")
 	if _, err := Compose(PeerIP, APIKey("x-api-key", nil))(ctx, echo.Say); !errors.Is(err, ErrNoKey) {
 		t.Errorf("Compose without the second part: %v", err)
+	}
+}
+
+// Issue 28, "one key bound for every door": every key function that reads
+// the client's bytes holds its keys to one bound, 256 bytes unless its
+// MaxKeyLen option says otherwise, as httplimit's do. Through a real
+// server: a key of exactly the bound is served, one byte more is
+// InvalidArgument (RejectOnError, as for a missing key), never a key in the
+// limiter. MaxKeyLen(0) accepts no key; FullMethod, which takes no option,
+// holds to the default (a client chooses the method only where the server
+// has an UnknownServiceHandler, whose calls pass the stream interceptor).
+func TestIssue28KeyBound(t *testing.T) {
+	unknown := grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err != nil {
+			return err
+		}
+		return ss.SendMsg(in)
+	})
+	for _, tc := range []struct {
+		name   string
+		key    KeyFunc[string]
+		bound  int
+		md     string // the metadata the key is sent in; "" for the method
+		prefix string // before the key in the metadata (a scheme)
+	}{
+		{"APIKey", APIKey("x-api-key", nil), 256, "x-api-key", ""},
+		{"APIKey/authorization", APIKey("authorization", nil), 256, "authorization", "Bearer "},
+		{"APIKey/MaxKeyLen(8)", APIKey("x-api-key", nil, MaxKeyLen(8)), 8, "x-api-key", ""},
+		{"APIKey/MaxKeyLen(1000)", APIKey("authorization", nil, MaxKeyLen(1000)), 1000, "authorization", "Bearer "},
+		{"APIKey/MaxKeyLen(0)", APIKey("x-api-key", nil, MaxKeyLen(0)), 0, "x-api-key", ""},
+		{"FullMethod", FullMethod, 256, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := newKeyed[string](t, nil, gcra.Every(time.Hour), 10)
+			h := newCountingHook()
+			m := mustNew(t, Config[string]{Key: tc.key, Policies: []Policy[string]{{Limiter: lim}}, Hook: h.hook()})
+			cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary()), grpc.ChainStreamInterceptor(m.Stream()), unknown})
+			call := func(n int) codes.Code {
+				t.Helper()
+				key := strings.Repeat("k", n)
+				ctx, method := context.Background(), echo.Say
+				if tc.md == "" {
+					method = "/s/" + key[3:] // the full method name is the key
+				} else {
+					ctx = metadata.AppendToOutgoingContext(ctx, tc.md, tc.prefix+key)
+				}
+				err := cc.Invoke(ctx, method, wrapperspb.String("hi"), new(wrapperspb.StringValue))
+				return status.Code(err)
+			}
+			if tc.bound > 0 {
+				if got := call(tc.bound); got != codes.OK {
+					t.Errorf("a key of %d bytes, the bound: %v, want OK", tc.bound, got)
+				}
+			}
+			if got := call(tc.bound + 1); got != codes.InvalidArgument {
+				t.Errorf("a key of %d bytes, one over the bound: %v, want InvalidArgument", tc.bound+1, got)
+			}
+			if n := lim.Stats().Keys; n != min(tc.bound, 1) {
+				t.Errorf("the limiter holds %d keys, want %d: the long key never reaches it", n, min(tc.bound, 1))
+			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.error["default"] != 1 || !errors.Is(h.errs[0], ErrInvalidKey) {
+				t.Errorf("Hook.Error heard %v %v, want the long key once, ErrInvalidKey", h.error, h.errs)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"slices"
@@ -288,6 +289,75 @@ func TestOutage(t *testing.T) {
 	}
 	if d := stacktest.Peek(first, echo.Say, 0); d.Remaining != 5 {
 		t.Errorf("caller gone: charged (%d left)", d.Remaining)
+	}
+}
+
+// fallingBack is a remote limiter whose store is down and whose outage
+// policy is a local fallback (redislimit's FallbackTo): Take and Peek are
+// the local limiter's, with an error that wraps atomiclimit.ErrFallback
+// beside the outage.
+type fallingBack struct{ *atomiclimit.Keyed[string] }
+
+func (f fallingBack) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	d, r, _ := f.Keyed.Take(ctx, key, n)
+	return d, r, fmt.Errorf("%w (%w)", errStoreDown, atomiclimit.ErrFallback)
+}
+
+func (f fallingBack) Peek(ctx context.Context, key string, n int) (gcra.Decision, error) {
+	d, _ := f.Keyed.Peek(ctx, key, n)
+	return d, fmt.Errorf("%w (%w)", errStoreDown, atomiclimit.ErrFallback)
+}
+
+// Issue 28: a fallback's decision is the policy's. Its denial is
+// ResourceExhausted with its own wait and state, never Unavailable; asked
+// after another policy's denial, it is named in the QuotaFailure when it
+// would deny too, and its wait counts. Hook.Error hears the outage beside
+// each decision.
+func TestOutageFallback(t *testing.T) {
+	c := newFakeClock()
+	fb := fallingBack{newKeyed[string](t, c, gcra.Every(time.Minute), 1)}
+	strict := newKeyed[string](t, c, gcra.Every(time.Second), 1)
+	h := newCountingHook()
+	m := mustNew(t, Config[string]{
+		Key:      FullMethod,
+		Policies: []Policy[string]{{Name: "strict", Limiter: strict}, {Name: "remote", Limiter: fb}},
+		Hook:     h.hook(),
+	})
+	ctx, _ := callCtx("192.0.2.1:1")
+	if err := unary(m, ctx, echo.Say); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	// Both deny: strict first (asked first), then the fallback's Peek.
+	ctx, hs := callCtx("192.0.2.1:1")
+	err := unary(m, ctx, echo.Say)
+	if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, ErrLimited) {
+		t.Fatalf("second call: %v, want ResourceExhausted", err)
+	}
+	if d, ok := RetryDelay(err); !ok || d != time.Minute {
+		t.Errorf("RetryInfo %v %v, want the fallback's 1m, the longer wait", d, ok)
+	}
+	var violated []string
+	for _, d := range status.Convert(err).Details() {
+		if qf, ok := d.(*errdetails.QuotaFailure); ok {
+			for _, v := range qf.Violations {
+				violated = append(violated, v.Subject)
+			}
+		}
+	}
+	if !slices.Equal(violated, []string{"strict", "remote"}) {
+		t.Errorf("violations %v, want strict and the fallback", violated)
+	}
+	if got := hs.header.Get(mdRateLimit); !slices.Equal(got, []string{`"strict";r=0;t=1, "remote";r=0;t=60`}) {
+		t.Errorf("ratelimit %q, want the fallback's state too", got)
+	}
+	// The fallback alone denies: ResourceExhausted, not Unavailable.
+	c.Add(time.Second)
+	ctx, _ = callCtx("192.0.2.1:1")
+	if err := unary(m, ctx, echo.Say); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third call: %v, want ResourceExhausted", err)
+	}
+	if h.allowed["remote"] != 1 || h.denied["remote"] != 2 || h.error["remote"] != 3 {
+		t.Errorf("hook: allowed %v denied %v error %v; want the fallback's 1 Allowed and 2 Denied, an Error beside each", h.allowed, h.denied, h.error)
 	}
 }
 

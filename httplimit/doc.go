@@ -49,16 +49,24 @@
 // returns an error with its outage policy's decision. The middleware
 // reports the error to Hook.Error (not as a denial), and then:
 //
-//   - fail closed, or a local fallback that denied (the limiter's decision
-//     denies): 503 Service Unavailable, not 429 — the limit itself could
-//     not be checked — with the limiter's wait as Retry-After (a fallback's
-//     own, exact wait; fail closed's hint), and the policies before it
-//     given back;
-//   - fail open, or a local fallback that admitted: the request is served.
+//   - fail closed (the limiter's decision denies): 503 Service
+//     Unavailable, not 429 — the limit itself could not be checked — with
+//     the limiter's hint as Retry-After, and the policies before it given
+//     back;
+//   - fail open (it admits): the request is served.
 //
 // Either way the failed policy is listed in RateLimit-Policy but has no
-// RateLimit item, since there is no state to describe, and Hook.Denied is
-// not called for it: a fallback's denial is an Error event too.
+// RateLimit item, since there is no state to describe, and neither
+// Hook.Allowed nor Hook.Denied is called for it.
+//
+// A local fallback (redislimit's FallbackTo: the error wraps
+// atomiclimit.ErrFallback) is not a failure to decide: another limiter
+// decided, on a state of its own, and its decision is the policy's. The
+// request is served if it admits; if it denies, the response is the
+// policy's 429, with the fallback's exact wait as Retry-After and its
+// state as the RateLimit item, as for any denial. Hook.Error hears the
+// outage, and Hook.Allowed or Hook.Denied the decision beside it. (A full
+// fallback that has no room for the key is a 503, as any full limiter.)
 //
 // A request whose client goes away while a limiter decides (its context
 // ends) is not an outage: nothing is reported or served, the policies
@@ -80,6 +88,15 @@
 // request; see BenchmarkKeyType for the measured difference. To key on more
 // than two parts, nest Compose: Compose(RemoteIP, Compose(Route, Method)) is
 // a Pair[netip.Prefix, Pair[string, string]], as comparable.
+//
+// # Key bound
+//
+// A limiter holds every active key in memory, so the key functions that
+// read bytes the client chooses (Header, APIKey, Method) bound their keys:
+// a key longer than 256 bytes is ErrInvalidKey, a 400 with RejectOnError,
+// and never reaches a limiter. MaxKeyLen sets another bound for Header and
+// APIKey. grpclimit's key functions hold to the same bound, with the same
+// option.
 //
 // # Headers
 //

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/atomiclimit/atomiclimit/internal/door"
 	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
@@ -18,26 +19,58 @@ type KeyFunc[K comparable] func(r *http.Request) (K, error)
 // on (a missing header, an empty pattern).
 var ErrNoKey = errors.New("httplimit: request has no key")
 
-// ErrInvalidKey is returned by Header and APIKey for a key longer than
-// MaxKeyLen, and by APIKey when its validation function rejects the key.
+// ErrInvalidKey is returned by a key function for a key longer than its
+// bound (MaxKeyLen), and by APIKey when its validation function rejects
+// the key.
 var ErrInvalidKey = errors.New("httplimit: invalid key")
 
-// MaxKeyLen is the longest key, in bytes, that Header and APIKey accept: a
-// longer one is ErrInvalidKey (400 with RejectOnError). A limiter holds
-// every active key in memory, and the client chooses these: without a bound
-// a hundred distinct 1 MB keys hold 100 MB until they go idle. Each key
-// function reads MaxKeyLen when it is built, so set it first. 256 bytes
-// holds any API key or token in common use.
-var MaxKeyLen = 256
+// A KeyOption configures a key function that reads bytes the client
+// chooses: Header and APIKey.
+type KeyOption interface{ applyKey(*keyConfig) }
 
-// Header keys a request on the first value of the named header; a missing or
-// empty header is ErrNoKey, one longer than MaxKeyLen ErrInvalidKey. A header
-// is only as trustworthy as whoever sets it: use one that your own proxy or
-// authentication layer sets and strips from client requests, or a client
-// chooses its own key, and with a new key a fresh burst.
-func Header(name string) KeyFunc[string] {
+// keyConfig is what KeyOptions set.
+type keyConfig struct {
+	maxLen int // the longest key accepted, in bytes
+}
+
+// MaxKeyLen bounds the keys a key function accepts to n bytes: a longer
+// key is ErrInvalidKey (400 Bad Request with RejectOnError), and never
+// reaches a limiter. A limiter holds every active key in memory, and the
+// client chooses these: without a bound a hundred distinct 1 MB keys would
+// hold 100 MB until they went idle.
+//
+// Without it, the bound is 256 bytes, which holds any API key or token in
+// common use: the same for every key function of both doors that reads
+// the client's bytes (Header, APIKey and Method here; grpclimit's APIKey).
+// Method, which takes no option, holds to that default. n < 1 accepts no
+// key at all.
+func MaxKeyLen(n int) KeyOption { return maxKeyLen(n) }
+
+type maxKeyLen int
+
+func (n maxKeyLen) applyKey(c *keyConfig) { c.maxLen = int(n) }
+
+// keyConfigOf returns the configuration opts make of the default (a nil
+// option changes nothing).
+func keyConfigOf(opts []KeyOption) keyConfig {
+	c := keyConfig{maxLen: door.DefaultMaxKeyLen}
+	for _, o := range opts {
+		if o != nil {
+			o.applyKey(&c)
+		}
+	}
+	return c
+}
+
+// Header keys a request on the first value of the named header; a missing
+// or empty header is ErrNoKey, one longer than the bound (MaxKeyLen: 256
+// bytes by default) ErrInvalidKey. A header is only as trustworthy as
+// whoever sets it: use one that your own proxy or authentication layer
+// sets and strips from client requests, or a client chooses its own key,
+// and with a new key a fresh burst.
+func Header(name string, opts ...KeyOption) KeyFunc[string] {
 	canon := http.CanonicalHeaderKey(name)
-	limit := MaxKeyLen
+	limit := keyConfigOf(opts).maxLen
 	return func(r *http.Request) (string, error) {
 		v := r.Header[canon]
 		switch {
@@ -51,10 +84,10 @@ func Header(name string) KeyFunc[string] {
 }
 
 // APIKey keys a request on an API key in the named header. For the
-// Authorization header the scheme ("Bearer ", any case) is stripped; surrounding
-// whitespace is trimmed in any header. A missing key, or a scheme with no
-// credentials ("Bearer" alone), is ErrNoKey; a key longer than MaxKeyLen is
-// ErrInvalidKey.
+// Authorization header the scheme ("Bearer ", any case) is stripped;
+// surrounding whitespace is trimmed in any header. A missing key, or a
+// scheme with no credentials ("Bearer" alone), is ErrNoKey; a key longer
+// than the bound (MaxKeyLen: 256 bytes by default) is ErrInvalidKey.
 //
 // valid, if not nil, must accept the key, or the request fails with
 // ErrInvalidKey. Without it any string is a key: a client that invents keys
@@ -62,10 +95,10 @@ func Header(name string) KeyFunc[string] {
 // issued keys, a signature check) or run the limiter after authentication.
 // The key is held in the limiter's memory while it is active: do not key on
 // secrets such as Basic credentials.
-func APIKey(header string, valid func(key string) bool) KeyFunc[string] {
+func APIKey(header string, valid func(key string) bool, opts ...KeyOption) KeyFunc[string] {
 	canon := http.CanonicalHeaderKey(header)
 	auth := canon == "Authorization"
-	limit := MaxKeyLen
+	limit := keyConfigOf(opts).maxLen
 	return func(r *http.Request) (string, error) {
 		k, bare := httpsyntax.APIKey(r.Header[canon], auth)
 		switch {
@@ -114,9 +147,15 @@ func patternOf(r *http.Request, mux *http.ServeMux) string {
 }
 
 // Method keys a request on its method ("" counts as GET, as in net/http).
+// net/http accepts any token as a method, up to its header limit: one
+// longer than the key functions' default bound (256 bytes, see MaxKeyLen)
+// is ErrInvalidKey.
 func Method(r *http.Request) (string, error) {
-	if r.Method == "" {
+	switch {
+	case r.Method == "":
 		return http.MethodGet, nil
+	case len(r.Method) > door.DefaultMaxKeyLen:
+		return "", ErrInvalidKey
 	}
 	return r.Method, nil
 }

@@ -82,30 +82,79 @@ func TestKeyAPIKey(t *testing.T) {
 	}
 }
 
-// A scheme with no token is no key, not the key "Bearer"; keys longer than
-// MaxKeyLen are invalid (a client would otherwise hold the limiter's memory
-// with keys of any size), and MaxKeyLen is read when the key function is
-// built.
-func TestKeyBearerAloneAndLongKeys(t *testing.T) {
+// A scheme with no token is no key, not the key "Bearer".
+func TestKeyBearerAlone(t *testing.T) {
 	auth := APIKey("Authorization", nil)
 	for _, v := range []string{"Bearer", "bearer", " Bearer  "} {
 		if k, err := auth(req("GET", "/", "Authorization", v)); !errors.Is(err, ErrNoKey) {
 			t.Errorf("Authorization %q: %q, %v; want ErrNoKey", v, k, err)
 		}
 	}
-	long := strings.Repeat("k", MaxKeyLen+1)
-	for name, f := range map[string]KeyFunc[string]{"Header": Header("X-Key"), "APIKey": APIKey("X-Key", nil)} {
-		if _, err := f(req("GET", "/", "X-Key", long)); !errors.Is(err, ErrInvalidKey) {
-			t.Errorf("%s: a key of %d bytes: %v, want ErrInvalidKey", name, len(long), err)
-		}
-		if k, err := f(req("GET", "/", "X-Key", long[1:])); err != nil || len(k) != MaxKeyLen {
-			t.Errorf("%s: a key of MaxKeyLen bytes: %d, %v", name, len(k), err)
-		}
-	}
-	defer func(n int) { MaxKeyLen = n }(MaxKeyLen)
-	MaxKeyLen = 8
-	if _, err := Header("X-Key")(req("GET", "/", "X-Key", "123456789")); !errors.Is(err, ErrInvalidKey) {
-		t.Errorf("MaxKeyLen 8: %v", err)
+}
+
+// Issue 28, "one key bound for every door": every key function that reads
+// the client's bytes holds its keys to one bound, 256 bytes unless its
+// MaxKeyLen option says otherwise (grpclimit's are held to the same).
+// Through a real server: a key of exactly the bound is served, one byte
+// more is 400 (RejectOnError), never a key in the limiter. MaxKeyLen(0)
+// accepts no key; Method, which takes no option, holds to the default.
+func TestIssue28KeyBound(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		key    KeyFunc[string]
+		bound  int
+		header string // the header the key is sent in; "" for the method
+		prefix string // before the key in the header (a scheme)
+	}{
+		{"Header", Header("X-Key"), 256, "X-Key", ""},
+		{"APIKey", APIKey("X-Key", nil), 256, "X-Key", ""},
+		{"APIKey/Authorization", APIKey("Authorization", nil), 256, "Authorization", "Bearer "},
+		{"Header/MaxKeyLen(8)", Header("X-Key", MaxKeyLen(8)), 8, "X-Key", ""},
+		{"APIKey/MaxKeyLen(1000)", APIKey("Authorization", nil, MaxKeyLen(1000)), 1000, "Authorization", "Bearer "},
+		{"Header/MaxKeyLen(0)", Header("X-Key", MaxKeyLen(0)), 0, "X-Key", ""},
+		{"Method", Method, 256, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 10)
+			h := newCountingHook()
+			srv := httptest.NewServer(mustNew(t, Config[string]{Key: tc.key, Policies: []Policy[string]{{Limiter: lim}}, Hook: h.hook()}).Handler(okHandler))
+			defer srv.Close()
+			send := func(n int) int {
+				t.Helper()
+				key := strings.Repeat("k", n)
+				method := "GET"
+				if tc.header == "" {
+					method = strings.ToUpper(key)
+				}
+				r, err := http.NewRequest(method, srv.URL+"/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.header != "" {
+					r.Header.Set(tc.header, tc.prefix+key)
+				}
+				resp, err := srv.Client().Do(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if tc.bound > 0 {
+				if got := send(tc.bound); got != 200 {
+					t.Errorf("a key of %d bytes, the bound: %d, want 200", tc.bound, got)
+				}
+			}
+			if got := send(tc.bound + 1); got != 400 {
+				t.Errorf("a key of %d bytes, one over the bound: %d, want 400", tc.bound+1, got)
+			}
+			if n := lim.Stats().Keys; n != min(tc.bound, 1) {
+				t.Errorf("the limiter holds %d keys, want %d: the long key never reaches it", n, min(tc.bound, 1))
+			}
+			if h.errors["default"] != 1 || !errors.Is(h.lastErr, ErrInvalidKey) {
+				t.Errorf("Hook.Error heard %v (%v), want the long key once, ErrInvalidKey", h.errors, h.lastErr)
+			}
+		})
 	}
 }
 

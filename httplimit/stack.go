@@ -67,7 +67,7 @@ func (m *Middleware[K]) check(w http.ResponseWriter, r *http.Request, next http.
 	case door.Overloaded, door.Unavailable:
 		// Overloaded: a full limiter had no room for the key, the server's
 		// capacity, not the client's quota. Unavailable: the limiter's outage
-		// policy denied (fail closed, or a local fallback that denied).
+		// policy denied (fail closed; a local fallback's denial is a Deny).
 		// Either is a 503, not a 429 (DefaultDeny), with the limiter's wait
 		// as Retry-After.
 		if res == door.Overloaded && m.hook != nil {

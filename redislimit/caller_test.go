@@ -2,6 +2,7 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -105,6 +106,7 @@ func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 	assert.Zero(t, o.receipt)
 	assert.ErrorIs(t, o.err, cerr)
 	assert.NotErrorIs(t, o.err, redislimit.ErrUnavailable)
+	assert.NotErrorIs(t, o.err, atomiclimit.ErrFallback, "no limiter decided")
 	if p.local != nil {
 		assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback limiter was charged")
 	}
@@ -119,6 +121,9 @@ func checkOutage(t *testing.T, p policy, o outcome) {
 		assert.Equal(t, p.source, o.source)
 	}
 	assert.ErrorIs(t, o.err, redislimit.ErrUnavailable)
+	// The fallback's decisions (not a Refund's error: nothing was decided)
+	// wrap ErrFallback: a door takes them as the policy's.
+	assert.Equal(t, p.name == "fallback" && !o.refund, errors.Is(o.err, atomiclimit.ErrFallback), "%v", o.err)
 	// A receipt only for the local fallback's admissions (Take's): Refund
 	// gives those back to the local limiter.
 	assert.Equal(t, p.name == "fallback" && o.d.Allowed && o.take, o.receipt != (atomiclimit.Receipt{}))

@@ -148,6 +148,7 @@ func TestRejectedDecisions(t *testing.T) {
 		switch pname {
 		case "fallback":
 			assert.Equal(t, redislimit.SourceFallback, r.Source)
+			assert.ErrorIs(t, r.Err, atomiclimit.ErrFallback)
 			assert.True(t, r.Allowed)
 			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback decided, and was charged")
 			peek := l.PeekResult(ctx, "k", 2)
@@ -156,6 +157,7 @@ func TestRejectedDecisions(t *testing.T) {
 			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "a peek takes nothing")
 		default:
 			assert.Equal(t, redislimit.SourceFailClosed, r.Source, pname)
+			assert.NotErrorIs(t, r.Err, atomiclimit.ErrFallback, pname)
 			assert.Equal(t, gcra.Decision{RetryAfter: time.Second}, r.Decision, "%s: FailClosed's denial", pname)
 			assert.Equal(t, gcra.Never, decision(l, ctx, "k", 3).RetryAfter, pname)
 		}

@@ -37,7 +37,13 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // ErrUnavailable and the cause, with the Outage policy's decision: FailOpen
 // admits, FailClosed denies, FallbackTo's limiter decides. When Redis
 // rejected the call it wraps ErrRejected, with FallbackTo's decision or a
-// denial (FailOpen never admits on a rejection). When ctx ended first (the
+// denial (FailOpen never admits on a rejection). A decision of FallbackTo's
+// limiter, on an outage or a rejection, wraps atomiclimit.ErrFallback as
+// well: it is that limiter's decision on a state of its own, which the
+// doors take as the policy's (its denial is a 429 or ResourceExhausted,
+// with its wait, not a 503), reporting the outage beside it; if the local
+// limiter was full and refused the key, the error wraps its
+// atomiclimit.ErrTooManyKeys too. When ctx ended first (the
 // caller gave up: not an outage) it wraps ctx.Err() and neither sentinel,
 // and the decision is the zero one, which denies and describes no state:
 // no policy decided. A ctx already done makes no call; the static limits
@@ -60,7 +66,8 @@ func (rc receipt) remote() atomiclimit.Receipt {
 // Peek returns the decision Take(ctx, key, n) would make now, taking
 // nothing, with Take's errors. It is one round trip too (or a cache hit),
 // and the Outage policy answers it as it answers Take, FallbackTo's limiter
-// with its own Peek. A door asks it of the policies after one that denied.
+// with its own Peek (the error wrapping atomiclimit.ErrFallback). A door
+// asks it of the policies after one that denied.
 func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Decision, error) {
 	r := l.decide(ctx, key, n, opPeek, -1)
 	return r.Decision, r.Err

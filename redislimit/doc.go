@@ -102,9 +102,13 @@
 //     key does.
 //
 // Each error wraps the cause, and its message starts with "redislimit: ".
-// Take, Peek, Refund and Reset return the same errors (the door,
-// httplimit, answers a denial with an error 503 and reports it to its
-// hook).
+// Take, Peek, Refund and Reset return the same errors (the doors,
+// httplimit and grpclimit, answer a denial with such an error 503 or
+// Unavailable and report the error to their hook). A decision of
+// FallbackTo's limiter is the exception: its error wraps
+// atomiclimit.ErrFallback too, and the doors answer it as that limiter
+// decided (served, or 429 / ResourceExhausted with its wait), reporting the
+// error beside the Allowed or Denied event.
 //
 // WithBreaker(failures, window) skips Redis after failures outages in a
 // row: for window every call fails at once with ErrCircuitOpen (and
@@ -126,7 +130,9 @@
 // FallbackTo's limiter), or no one (the caller gave up). The error tells
 // them apart where there is one: nil for Redis, the cache and the static
 // limits (ErrCorrupt for Redis on a repaired state), ErrUnavailable or
-// ErrRejected for the policy, the caller's ctx.Err() for no one. WithHook
+// ErrRejected for the policy (and atomiclimit.ErrFallback beside them for
+// FallbackTo's limiter, whose decision the doors take as the policy's: its
+// denial is a 429, not a 503), the caller's ctx.Err() for no one. WithHook
 // reports every decision (Allowed or Denied) and every error (Error) to a
 // Hook, with its Source, which also tells apart the decisions made without
 // an error, for metrics (the over-limit cache's hit rate); without a hook,

@@ -33,7 +33,10 @@ type Hook struct {
 	// errors.Is tells an outage (ErrUnavailable; ErrCircuitOpen when the
 	// breaker skipped Redis) from a rejection (ErrRejected), a repaired
 	// corrupt state (ErrCorrupt, SourceRedis) and a caller who gave up
-	// (SourceCaller, the caller's ctx.Err()).
+	// (SourceCaller, the caller's ctx.Err()). A decision of FallbackTo's
+	// limiter (SourceFallback) is the outage or rejection, wrapping
+	// atomiclimit.ErrFallback too, and then the Allowed or Denied of that
+	// limiter's decision, as any decision's.
 	Error func(policy string, source Source, err error)
 }
 

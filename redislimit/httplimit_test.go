@@ -2,9 +2,13 @@ package redislimit_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,8 +177,10 @@ func TestHTTPOutage(t *testing.T) {
 			srv := newHTTPServer(t, mw)
 
 			// Redis decides: two admissions, then a denial for an hour (less
-			// the microseconds between the requests, rounded up).
-			redisDecides := func(when string) {
+			// the microseconds between the requests, rounded up). The
+			// fallback, of the same rule, decides the same (errors: the
+			// Error events it comes with, one per request).
+			decides := func(when string, errors int) {
 				t.Helper()
 				before := hook.counts("redis")
 				for i, want := range []string{`"redis";r=1`, `"redis";r=0;t=3600`} {
@@ -192,8 +198,9 @@ func TestHTTPOutage(t *testing.T) {
 				assert.Equal(t, "application/problem+json", r.header("Content-Type"), when)
 				assert.Contains(t, r.body, `"status":429`, when)
 				assert.Contains(t, r.body, `"violated-policies":["redis"]`, when)
-				assert.Equal(t, [3]int{2, 1, 0}, sub(hook.counts("redis"), before), "%s: Allowed, Denied, Error events", when)
+				assert.Equal(t, [3]int{2, 1, errors}, sub(hook.counts("redis"), before), "%s: Allowed, Denied, Error events", when)
 			}
+			redisDecides := func(when string) { t.Helper(); decides(when, 0) }
 			redisDecides("before the outage")
 			require.EqualValues(t, 2, srv.served.Load())
 
@@ -230,29 +237,25 @@ func TestHTTPOutage(t *testing.T) {
 				assert.Equal(t, served+4, srv.served.Load())
 				assert.Equal(t, [3]int{0, 0, 4}, sub(hook.counts("redis"), before), "Error events only")
 			default:
-				// The local limiter decides, with its own limit (burst 2 an
-				// hour): served while it admits; when it denies, 503 as for
-				// fail closed, with the local limiter's exact wait.
-				for i := range 2 {
-					r := srv.get("alice")
-					assert.Equal(t, 200, r.status, "fallback admission %d", i)
-					assert.Equal(t, "<absent>", r.header("RateLimit"))
-					assert.Equal(t, policyHeader, r.header("RateLimit-Policy"))
-				}
-				r := srv.get("alice")
-				assert.Equal(t, 503, r.status, "the fallback denied")
-				assert.Contains(t, r.body, `"status":503`)
-				assert.Equal(t, "3600", r.header("Retry-After"), "the local limiter's wait")
-				assert.Equal(t, "<absent>", r.header("RateLimit"))
-				assert.Equal(t, policyHeader, r.header("RateLimit-Policy"))
+				// Issue 28: the local limiter decides, with its own limit
+				// (burst 2 an hour, as Redis's) and its decision is the
+				// policy's: served while it admits, then the policy's 429
+				// with the local limiter's exact wait and state, as Redis
+				// decided before the outage; an Error event beside each
+				// decision.
+				decides("during the outage, the fallback", 3)
 				assert.Equal(t, served+2, srv.served.Load())
-				assert.Equal(t, [3]int{0, 0, 3}, sub(hook.counts("redis"), before), "Error events only, the fallback's denial included")
 				assert.Equal(t, 0, stacktest.Peek(local, "alice", 0).Remaining, "the local limiter was charged")
 				assert.Equal(t, 2, stacktest.Peek(local, "bob", 0).Remaining)
 			}
 			hook.mu.Lock()
 			for _, err := range hook.errs {
 				assert.ErrorIs(t, err, redislimit.ErrUnavailable)
+				if policy == "fallback" {
+					assert.ErrorIs(t, err, atomiclimit.ErrFallback)
+				} else {
+					assert.NotErrorIs(t, err, atomiclimit.ErrFallback)
+				}
 			}
 			hook.mu.Unlock()
 
@@ -357,4 +360,192 @@ func TestHTTPOutageFallbackGivenBack(t *testing.T) {
 		assert.Contains(t, r.body, `"violated-policies":["strict"]`)
 	}
 	assert.Equal(t, 9, stacktest.Peek(fallback, "alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
+}
+
+// The phases of a load test, as a request is counted in them: a request
+// that completed before the kill began was decided by Redis; one sent
+// after a client met the outage (the middleware's first Error event) was
+// decided by the outage policy; the requests in between, in flight across
+// the kill, by either.
+const (
+	beforeKill = iota
+	acrossKill
+	afterOutage
+)
+
+// httpLoad counts the responses of clients sending requests continuously,
+// by phase and status.
+type httpLoad struct {
+	phase  atomic.Int32
+	mu     sync.Mutex
+	status [3]map[int]int // by phase
+	sent   [3][]int       // by phase, by client
+	// fallback429 counts the 429s after the outage whose Retry-After and
+	// RateLimit are the fallback's (its exact wait, its empty state).
+	fallback429 int
+}
+
+// TestHTTPOutageUnderLoad: issue 28, "a fallback's decision is the
+// fallback's", end to end. Six clients, each on its own key, send requests
+// continuously through the middleware over a Limiter on a real HTTP
+// server; the redis-server under it is killed (SIGKILL) while they do, for
+// each outage policy. Redis admits everything (a burst of 2^20), and
+// FallbackTo's limiter 3 an hour per key on a stopped clock, so that a 429
+// after the kill is the fallback's. The phases are forced: a load phase,
+// the kill, then the first outage a client meets (the hook's first Error),
+// then a counted phase of requests sent after it, until every client has
+// sent 20. Counted by status:
+//
+//   - before the kill, 200 only (Redis);
+//   - after the outage, FailOpen 200 only, FailClosed 503 only, FallbackTo
+//     200 and 429 only, every 429 with the fallback's Retry-After and
+//     RateLimit item;
+//   - over the whole run, FailOpen and FallbackTo never 503, and the hook
+//     heard exactly one Allowed per 200 and one Denied per 429 that a
+//     policy decided (FailOpen's admissions are Error events alone).
+func TestHTTPOutageUnderLoad(t *testing.T) {
+	const clients, perClient = 6, 20
+	for _, policy := range []string{"fail-open", "fail-closed", "fallback"} {
+		t.Run("policy="+policy, func(t *testing.T) {
+			s := startServer(t)
+			var outage redislimit.Outage
+			var local *atomiclimit.Keyed[string]
+			switch policy {
+			case "fail-closed":
+				outage = redislimit.FailClosed
+			case "fail-open":
+				outage = redislimit.FailOpen
+			default:
+				var err error
+				local, err = atomiclimit.NewKeyed[string](gcra.Every(time.Hour), 3,
+					atomiclimit.WithClock(stopped{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}), atomiclimit.WithSweepInterval(0))
+				require.NoError(t, err)
+				defer local.Close()
+				outage = redislimit.FallbackTo(local)
+			}
+			l, err := redislimit.New(s.client(t), gcra.Every(time.Microsecond), 1<<20, redislimit.WithOutage(outage))
+			require.NoError(t, err)
+			events := newEventHook()
+			hook := events.hook()
+			seen := make(chan struct{}) // closed at the first Error: a client met the outage
+			var once sync.Once
+			hook.Error = func(p string, err error) {
+				events.Error(p, err)
+				once.Do(func() { close(seen) })
+			}
+			mw, err := httplimit.New(httplimit.Config[string]{
+				Key:      httplimit.Header("X-Client"),
+				Policies: []httplimit.Policy[string]{{Name: "redis", Limiter: l}},
+				Hook:     hook,
+			})
+			require.NoError(t, err)
+			srv := httptest.NewServer(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, "ok\n")
+			})))
+			defer srv.Close()
+
+			ld := &httpLoad{}
+			for p := range ld.status {
+				ld.status[p], ld.sent[p] = map[int]int{}, make([]int, clients)
+			}
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					hc := srv.Client()
+					for !stop.Load() {
+						sentIn := ld.phase.Load()
+						req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+						req.Header.Set("X-Client", "c"+strconv.Itoa(c))
+						resp, err := hc.Do(req)
+						if err != nil {
+							t.Errorf("client %d: %v", c, err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						p := int32(acrossKill)
+						switch {
+						case ld.phase.Load() == beforeKill:
+							p = beforeKill // completed before the kill began
+						case sentIn == afterOutage:
+							p = afterOutage
+						}
+						ld.mu.Lock()
+						ld.status[p][resp.StatusCode]++
+						ld.sent[p][c]++
+						if p == afterOutage && resp.StatusCode == 429 &&
+							resp.Header.Get("Retry-After") == "3600" && resp.Header.Get("RateLimit") == `"redis";r=0;t=3600` {
+							ld.fallback429++
+						}
+						ld.mu.Unlock()
+					}
+				}()
+			}
+			each := func(p, n int) func() bool {
+				return func() bool {
+					ld.mu.Lock()
+					defer ld.mu.Unlock()
+					return slices.Min(ld.sent[p]) >= n
+				}
+			}
+			waitFor(t, "every client's requests before the kill", each(beforeKill, perClient))
+			ld.phase.Store(acrossKill)
+			s.kill()
+			select {
+			case <-seen:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no client met the outage")
+			}
+			ld.phase.Store(afterOutage)
+			waitFor(t, "every client's requests after the outage", each(afterOutage, perClient))
+			stop.Store(true)
+			wg.Wait()
+
+			ld.mu.Lock()
+			defer ld.mu.Unlock()
+			t.Logf("statuses before the kill %v, across it %v, after the outage %v", ld.status[beforeKill], ld.status[acrossKill], ld.status[afterOutage])
+			before, after := ld.status[beforeKill], ld.status[afterOutage]
+			all := map[int]int{}
+			for _, m := range ld.status {
+				for code, n := range m {
+					all[code] += n
+				}
+			}
+			assert.Equal(t, []int{200}, slices.Sorted(maps.Keys(before)), "before the kill: Redis admits everything")
+			ev := events.counts("redis")
+			switch policy {
+			case "fail-open":
+				assert.Equal(t, []int{200}, slices.Sorted(maps.Keys(after)), "FailOpen after the outage: 200s only")
+				assert.Equal(t, []int{200}, slices.Sorted(maps.Keys(all)), "FailOpen: never a 503")
+				assert.Equal(t, all[200], ev[0]+ev[2], "one Allowed per Redis admission, one Error per FailOpen's")
+				assert.Zero(t, ev[1])
+			case "fail-closed":
+				assert.Equal(t, []int{503}, slices.Sorted(maps.Keys(after)), "FailClosed after the outage: 503s only")
+				assert.Equal(t, [3]int{all[200], 0, all[503]}, ev, "Allowed per 200, Error per 503")
+			default:
+				assert.Equal(t, []int{200, 429}, slices.Sorted(maps.Keys(after)), "the fallback after the outage: its 200s and 429s only")
+				assert.LessOrEqual(t, after[200], 3*clients, "the fallback admits 3 per key")
+				assert.Equal(t, after[429], ld.fallback429, "every 429 has the fallback's Retry-After and RateLimit")
+				assert.Zero(t, all[503], "the fallback: never a 503")
+				assert.Equal(t, all[200], ev[0], "one Allowed per 200")
+				assert.Equal(t, all[429], ev[1], "one Denied per 429")
+				assert.GreaterOrEqual(t, ev[2], after[200]+after[429], "an Error beside each of the fallback's decisions")
+				for c := range clients {
+					assert.Zero(t, stacktest.Peek(local, "c"+strconv.Itoa(c), 0).Remaining, "client %d: the fallback was charged", c)
+				}
+			}
+			events.mu.Lock()
+			defer events.mu.Unlock()
+			var other []error // an Error that is not the policy's outage
+			for _, err := range events.errs {
+				if !errors.Is(err, redislimit.ErrUnavailable) || errors.Is(err, atomiclimit.ErrFallback) != (policy == "fallback") {
+					other = append(other, err)
+				}
+			}
+			assert.Empty(t, other, "every Error wraps ErrUnavailable, and ErrFallback for the fallback's decisions")
+		})
+	}
 }

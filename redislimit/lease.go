@@ -223,8 +223,9 @@ func (ls *Leased) Allow(ctx context.Context, key string) bool {
 // error is the Limiter's Take's: ErrCorrupt for a state the lease's call
 // repaired (and the request is denied); when Redis fails, an error
 // wrapping ErrUnavailable or ErrRejected with the Limiter's Outage
-// policy's decision (FailOpen admits, FallbackTo's limiter decides),
-// without a lease; the caller's ctx.Err() when it gave up first.
+// policy's decision (FailOpen admits, FallbackTo's limiter decides, with
+// atomiclimit.ErrFallback wrapped too), without a lease; the caller's
+// ctx.Err() when it gave up first.
 func (ls *Leased) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
 		switch {

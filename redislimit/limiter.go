@@ -121,7 +121,8 @@ const (
 	// which never admits on a rejection.
 	SourceFailClosed
 	// SourceFallback: Redis failed or rejected the call, and the local
-	// limiter of FallbackTo decided.
+	// limiter of FallbackTo decided: the error wraps
+	// atomiclimit.ErrFallback beside the outage or rejection.
 	SourceFallback
 	// SourceCaller: the caller's context ended (cancelled, or past its own
 	// deadline) before Redis answered. That is not an outage: no policy
@@ -368,13 +369,13 @@ func (l *Limiter) fail(key string, n int, take bool, err error) result {
 		if take {
 			// The local limiter's Take: its receipt lets a door give the
 			// admission back when another policy denies the request. The
-			// local limiter is in process: it neither blocks nor fails, and
-			// ignores ctx.
-			d, rc, _ := l.outage.local.Take(context.Background(), key, n)
-			return result{Decision: d, Source: SourceFallback, Err: err, receipt: rc}
+			// local limiter is in process: it never blocks, ignores ctx, and
+			// fails only when it is full (ErrTooManyKeys, kept in the error).
+			d, rc, lerr := l.outage.local.Take(context.Background(), key, n)
+			return result{Decision: d, Source: SourceFallback, Err: fallbackErr(err, lerr), receipt: rc}
 		}
 		d, _ := l.outage.local.Peek(context.Background(), key, n)
-		return result{Decision: d, Source: SourceFallback, Err: err}
+		return result{Decision: d, Source: SourceFallback, Err: fallbackErr(err, nil)}
 	case outageOpen:
 		if uint64(int64(n)-1) < uint64(l.maxN) {
 			return result{Decision: gcra.Decision{Allowed: true}, Source: SourceFailOpen, Err: err}
@@ -389,6 +390,27 @@ func (l *Limiter) fail(key string, n int, take bool, err error) result {
 	}
 	return result{Decision: gcra.Decision{RetryAfter: retry}, Source: SourceFailClosed, Err: err}
 }
+
+// fallbackErr is the error of a decision FallbackTo's limiter made for a
+// call Redis did not decide (err, an outage or a rejection): err, and
+// atomiclimit.ErrFallback, so that a door takes the decision as the
+// policy's (a denial is its 429, not a 503) and still hears the outage;
+// and local's own error, if it had one (a full local limiter's
+// ErrTooManyKeys: a door answers that as the capacity refusal it is). The
+// breaker's error has its wrapped form made once, as it has itself: a
+// decision while the breaker is open allocates nothing for it.
+func fallbackErr(err, local error) error {
+	switch {
+	case local != nil:
+		return fmt.Errorf("%w (%w: %w)", err, atomiclimit.ErrFallback, local)
+	case err == errCircuitOpen:
+		return errFallbackCircuitOpen
+	}
+	return fmt.Errorf("%w (%w)", err, atomiclimit.ErrFallback)
+}
+
+// errFallbackCircuitOpen is fallbackErr(errCircuitOpen, nil), made once.
+var errFallbackCircuitOpen = fmt.Errorf("%w (%w)", errCircuitOpen, atomiclimit.ErrFallback)
 
 // Key returns the Redis key that holds key's state: the prefix and key, with
 // key wrapped in a hash tag ({key}) under WithHashTag. Limiters that share a

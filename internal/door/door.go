@@ -143,8 +143,11 @@ func (s *Stack[K]) With(extra *Policy[K]) (*Stack[K], error) {
 type Outcome struct {
 	D       gcra.Decision
 	Receipt atomiclimit.Receipt
-	Err     error
-	Kind    Kind
+	// Err is the limiter's error: why it could not decide (Unknown, Full),
+	// or, for the decision of a fallback limiter (atomiclimit.ErrFallback:
+	// any other Kind), the outage it stood in for. Nil otherwise.
+	Err  error
+	Kind Kind
 }
 
 // A Kind says what a policy did with a request.
@@ -159,6 +162,10 @@ const (
 	Unknown                // the limiter could not decide (its Take or Check failed)
 	Full                   // a full limiter had no room for the key (ErrTooManyKeys)
 )
+
+// A fallback limiter's decision (its error wraps atomiclimit.ErrFallback)
+// is the policy's, of the Kind of any decision: Admitted, Refunded,
+// Violated or WouldAdmit, with Err set. A full fallback's refusal is Full.
 
 // Remaining returns the quota the outcome leaves the key, and false if it
 // describes no state (Unasked, Unknown). A refunded admission, and a Check
@@ -180,14 +187,16 @@ func (o *Outcome) Remaining(n, limit int) (int, bool) {
 type Result uint8
 
 const (
-	// Pass: every policy admitted (or, having failed, its outage policy
-	// admitted: fail open, a local fallback).
+	// Pass: every policy admitted (a fallback limiter's admission
+	// included), or, having failed, its outage policy admitted (fail
+	// open).
 	Pass Result = iota
 	// Deny: a policy denied. The policies before it gave their admissions
 	// back; the ones after it were checked.
 	Deny
 	// Unavailable: a limiter could not decide and its outage policy denied
-	// (fail closed). The policies before it gave their admissions back.
+	// (fail closed; a fallback limiter's denial is Deny). The policies
+	// before it gave their admissions back.
 	Unavailable
 	// Gone: the caller's context ended while a limiter decided. Not an
 	// outage: nothing is reported, and the policies before it gave their
@@ -258,14 +267,16 @@ func (s *Stack[K]) decide(ctx context.Context, key K, n int, out []Outcome, fs [
 	for i, j := range s.order {
 		p, o := s.Policies[j], &out[j]
 		err := p.take(ctx, key, n, o, fs, j)
-		if err != nil && errors.Is(err, atomiclimit.ErrFallback) && !callerDone(ctx) {
+		if err != nil && fallback(ctx, err) {
 			// Another limiter decided on a state of its own: report the
 			// outage, and take its decision as the policy's.
 			o.Err = err
 			if onError != nil {
 				onError(p.Name, err)
 			}
-			err = nil
+			if !errors.Is(err, atomiclimit.ErrTooManyKeys) {
+				err = nil
+			} // else the fallback was full: its refusal, as any full limiter's
 		}
 		switch {
 		case err != nil && errors.Is(err, atomiclimit.ErrTooManyKeys):
@@ -285,7 +296,7 @@ func (s *Stack[K]) decide(ctx context.Context, key K, n int, out []Outcome, fs [
 				s.giveBack(ctx, out, i, key, n, onError)
 				return Unavailable, j
 			}
-			// Fail open, or a local fallback admitted: go on.
+			// Fail open: go on.
 		case !o.D.Allowed:
 			o.Kind = Violated
 			s.giveBack(ctx, out, i, key, n, onError)
@@ -296,6 +307,14 @@ func (s *Stack[K]) decide(ctx context.Context, key K, n int, out []Outcome, fs [
 		}
 	}
 	return Pass, -1
+}
+
+// fallback reports whether err, a limiter's, comes with a decision another
+// limiter made on a state of its own (atomiclimit.ErrFallback), which is
+// the policy's: not when the caller's context ended, which no limiter
+// answers.
+func fallback(ctx context.Context, err error) bool {
+	return errors.Is(err, atomiclimit.ErrFallback) && !callerDone(ctx)
 }
 
 // callerDone reports whether the caller's context has ended, or is past its
@@ -322,8 +341,9 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 	for k := i - 1; k >= 0; k-- {
 		j := s.order[k]
 		o := &out[j]
-		// An admission, or an outage policy's (a remote limiter's local
-		// fallback) that has a receipt: both were charged somewhere.
+		// An admission (a fallback limiter's too: its receipt is that
+		// limiter's), or an outage policy's that has a receipt: both were
+		// charged somewhere.
 		if o.Kind != Admitted && o.Kind != Unknown || o.Receipt == (atomiclimit.Receipt{}) {
 			continue
 		}
@@ -338,18 +358,22 @@ func (s *Stack[K]) giveBack(ctx context.Context, out []Outcome, i int, key K, n 
 }
 
 // checkRest asks the policies after the i-th (in asking order) whether they
-// would have admitted, taking nothing.
+// would have admitted, taking nothing. A fallback limiter's answer is the
+// policy's, as in decide.
 func (s *Stack[K]) checkRest(ctx context.Context, out []Outcome, i int, key K, n int, onError ErrorSink) {
 	for _, j := range s.order[i+1:] {
 		p, o := s.Policies[j], &out[j]
 		d, err := p.Limiter.Peek(ctx, key, n)
 		o.D = d
-		switch {
-		case err != nil:
-			o.Kind, o.Err = Unknown, err
+		if err != nil {
+			o.Err = err
 			if onError != nil && !callerDone(ctx) {
 				onError(p.Name, err)
 			}
+		}
+		switch {
+		case err != nil && !fallback(ctx, err):
+			o.Kind = Unknown
 		case d.Allowed:
 			o.Kind = WouldAdmit
 		default:

@@ -3,6 +3,7 @@ package door
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -164,5 +165,130 @@ func TestDecideDeadlinePassed(t *testing.T) {
 	before := stacktest.Peek(a, "k", 0)
 	if res, _ := s.Decide(pastDeadline{context.Background()}, "k", 1, out, got.Error); res != Gone || len(got) != 0 || stacktest.Peek(a, "k", 0) != before {
 		t.Fatalf("%v, errors %q, a %+v then %+v", res, got, before, stacktest.Peek(a, "k", 0))
+	}
+}
+
+// fallingBack is a remote limiter whose store is down and whose outage
+// policy is a local fallback: Take and Peek are the local limiter's, with
+// an error that wraps atomiclimit.ErrFallback beside the outage (and the
+// local limiter's own error, ErrTooManyKeys, when it is full), as
+// redislimit's FallbackTo returns them.
+type fallingBack struct {
+	*atomiclimit.Keyed[string]
+}
+
+func fallbackErr(local error) error {
+	if local != nil {
+		return fmt.Errorf("%w (%w: %w)", errDown, atomiclimit.ErrFallback, local)
+	}
+	return fmt.Errorf("%w (%w)", errDown, atomiclimit.ErrFallback)
+}
+
+func (f fallingBack) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	d, r, err := f.Keyed.Take(ctx, key, n)
+	return d, r, fallbackErr(err)
+}
+
+func (f fallingBack) Peek(ctx context.Context, key string, n int) (gcra.Decision, error) {
+	d, err := f.Keyed.Peek(ctx, key, n)
+	return d, fallbackErr(err)
+}
+
+// events counts a hook's Allowed and Denied events per policy, and the
+// waits of the denials.
+type events struct {
+	allowed, denied map[string]int
+	waits           []time.Duration
+}
+
+func (e *events) hook() *atomiclimit.Hook {
+	e.allowed, e.denied = map[string]int{}, map[string]int{}
+	return &atomiclimit.Hook{
+		Allowed: func(p string, _ int) { e.allowed[p]++ },
+		Denied:  func(p string, _ int, w time.Duration) { e.denied[p]++; e.waits = append(e.waits, w) },
+	}
+}
+
+// Issue 28, "a fallback's decision is the fallback's": a limiter whose
+// error wraps atomiclimit.ErrFallback decided on a state of its own, and
+// its decision is the policy's. Its admission passes and is an Allowed
+// event, given back when another policy denies; its denial is a Deny (not
+// Unavailable) with its own wait, and a Denied event; asked after another
+// policy's denial (Peek), it names itself violated or would admit. Each
+// time the outage goes to the error sink beside the decision. A full
+// fallback's refusal is Overloaded, as any full limiter's.
+func TestDecideFallback(t *testing.T) {
+	c := &clock{t: time.Unix(1e9, 0)}
+	ctx := context.Background()
+	local := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 2))
+	fb := fallingBack{local}
+	a := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 5))
+	s := stackOf(t, newPolicy[string]("a", a, ""), newPolicy[string]("fallback", fb, ""))
+
+	var got errs
+	var ev events
+	h := ev.hook()
+	for i := range 2 {
+		out := make([]Outcome, 2)
+		res, _ := s.Decide(ctx, "k", 1, out, got.Error)
+		s.Report(h, res, out, 1)
+		if res != Pass || out[1].Kind != Admitted || !errors.Is(out[1].Err, atomiclimit.ErrFallback) || out[1].D.Remaining != 1-i {
+			t.Fatalf("admission %d: %v %+v", i, res, out)
+		}
+		if r, ok := out[1].Remaining(1, 2); !ok || r != 1-i {
+			t.Fatalf("admission %d: the fallback's state is described: %d %v", i, r, ok)
+		}
+	}
+	out := make([]Outcome, 2)
+	res, at := s.Decide(ctx, "k", 1, out, got.Error)
+	s.Report(h, res, out, 1)
+	if res != Deny || at != 1 || out[1].Kind != Violated || out[0].Kind != Refunded {
+		t.Fatalf("the fallback's denial: %v at %d %+v", res, at, out)
+	}
+	if d := s.Denied(out); len(d.Violated) != 1 || d.Violated[0] != "fallback" || d.RetryAfter != time.Minute {
+		t.Fatalf("the fallback's denial: %+v, want its own wait of 1m", d)
+	}
+	if ev.allowed["a"] != 2 || ev.allowed["fallback"] != 2 || ev.denied["fallback"] != 1 || ev.denied["a"] != 0 {
+		t.Fatalf("hook events: allowed %v denied %v", ev.allowed, ev.denied)
+	}
+	if len(got) != 3 || got[2] != "fallback: store down (atomiclimit: decided by a fallback limiter)" {
+		t.Fatalf("errors %q: one per fallback decision", got)
+	}
+	if r := stacktest.Peek(a, "k", 0).Remaining; r != 3 {
+		t.Fatalf("a remaining %d, want 3: charged for the request the fallback denied", r)
+	}
+
+	// Asked after a denial: the fallback's Peek names it violated.
+	strict := keyed(t, c, atomiclimit.GCRA(gcra.Per(1, time.Minute), 1))
+	s2 := stackOf(t, newPolicy[string]("strict", strict, ""), newPolicy[string]("fallback", fb, ""))
+	out = make([]Outcome, 2)
+	if s2.Decide(ctx, "j", 1, out, nil); out[1].Kind != Admitted { // strict and the fallback admit j
+		t.Fatalf("j: %+v", out)
+	}
+	out = make([]Outcome, 2)
+	got = nil
+	if res, _ := s2.Decide(ctx, "j", 1, out, got.Error); res != Deny || out[0].Kind != Violated || out[1].Kind != WouldAdmit || len(got) != 1 {
+		t.Fatalf("j, strict denies: %v %+v, errors %q; want the fallback's Peek: would admit, its outage reported", res, out, got)
+	}
+	stacktest.Decide(strict, "k", 1) // strict empty for k, as the fallback is
+	out = make([]Outcome, 2)
+	if res, at := s2.Decide(ctx, "k", 1, out, nil); res != Deny || at != 0 || out[1].Kind != Violated || !errors.Is(out[1].Err, atomiclimit.ErrFallback) {
+		t.Fatalf("k, strict denies: %v at %d %+v, want the fallback's Peek: violated", res, at, out)
+	}
+	if d := s2.Denied(out); len(d.Violated) != 2 || d.Violated[1] != "fallback" {
+		t.Fatalf("k: %+v, want both violated", d)
+	}
+
+	// A full fallback refuses a new key: Overloaded, as any full limiter.
+	full, err := atomiclimit.NewKeyed[string](gcra.Per(1, time.Minute), 1, atomiclimit.WithClock(c),
+		atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s4 := stackOf(t, newPolicy[string]("fallback", fallingBack{full}, ""))
+	s4.Decide(ctx, "first", 1, make([]Outcome, 1), nil)
+	out = make([]Outcome, 1)
+	if res, _ := s4.Decide(ctx, "second", 1, out, nil); res != Overloaded || out[0].Kind != Full {
+		t.Fatalf("a full fallback: %v %+v", res, out)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
@@ -188,9 +189,10 @@ func main() {
 		switch {
 		case d.Allowed:
 			io.WriteString(w, "hello\n")
-		case err != nil && !errors.Is(err, redislimit.ErrCorrupt):
+		case err != nil && !errors.Is(err, redislimit.ErrCorrupt) && !errors.Is(err, atomiclimit.ErrFallback):
 			// Redis did not decide (a corrupt state it repaired and decided
-			// on is its denial): the limit could not be checked.
+			// on is its denial, and a FallbackTo limiter's is that
+			// limiter's): the limit could not be checked.
 			http.Error(w, "rate limiter unavailable", http.StatusServiceUnavailable)
 		default:
 			w.Header().Set("Retry-After", fmt.Sprint(int((d.RetryAfter+time.Second-1)/time.Second)))
