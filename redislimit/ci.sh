@@ -34,6 +34,9 @@ go vet ./...
 step "go test -race ./..."
 REDISLIMIT_REQUIRE_SERVER=1 go test -race -count=1 ./...
 
+step "the concurrency tests at GOMAXPROCS 1, 4 and 16, under -race"
+REDISLIMIT_REQUIRE_SERVER=1 go test -race -count=1 -cpu=1,4,16 -run 'Concurrent|Race|Contention|UnderLoad|Exact' ./...
+
 step "examples/prometheus (its own module): vet, build, and its self-test against a redis-server on a unix socket"
 (cd examples/prometheus && go vet ./... && go build -o /dev/null .)
 sock=$(mktemp -d)
