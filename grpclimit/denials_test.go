@@ -169,6 +169,11 @@ func TestDenialsBounded(t *testing.T) {
 // each call's error carries a RetryInfo, a QuotaFailure and metadata that
 // agree with one another, and nothing a caller can reach changes a kept
 // denial. Run it with -race.
+//
+// A call whose reading of the clock went stale before it was decided (the
+// clock moved on, and another call admitted at the later time) waits up to
+// B·T plus that lag: the waits are at most 3 s + the 700 ms the clock moves
+// in the whole run (seen at 16 cores: 3.007 s).
 func TestDenialsConcurrent(t *testing.T) {
 	const workers, calls = 8, 400
 	c := newFakeClock()
@@ -189,7 +194,7 @@ func TestDenialsConcurrent(t *testing.T) {
 				if err == nil {
 					continue
 				}
-				if e := checkDenial(err, hs.header.Get(mdRateLimit), hs.header.Get(mdPolicy)); e != nil {
+				if e := checkDenial(err, hs.header.Get(mdRateLimit), hs.header.Get(mdPolicy), 3*time.Second+calls/4*7*time.Millisecond); e != nil {
 					errs <- e
 					return
 				}
@@ -213,13 +218,14 @@ func TestDenialsConcurrent(t *testing.T) {
 }
 
 // checkDenial checks that a denial's status, details and metadata agree.
-func checkDenial(err error, rl, pol []string) error {
+// The wait must be at most maxWait.
+func checkDenial(err error, rl, pol []string, maxWait time.Duration) error {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.ResourceExhausted || !errors.Is(err, ErrLimited) {
 		return fmt.Errorf("%v: not a rate-limit denial", err)
 	}
 	d, ok := RetryDelay(err)
-	if !ok || d <= 0 || d > 3*time.Second || d%time.Millisecond != 0 {
+	if !ok || d <= 0 || d > maxWait || d%time.Millisecond != 0 {
 		return fmt.Errorf("%v: RetryInfo %v %v", err, d, ok)
 	}
 	if want := fmt.Sprintf("%s: policy %q; retry after %v", ErrLimited, "slow", d); st.Message() != want {
