@@ -128,17 +128,17 @@ func (l *Limiter) Allow() bool {
 		ok = l.bucket().AllowN(&r.g, now, 1) // the bucket's first attempt inlines above
 	}
 	if !ok && (l.src.IsCoarse() || l.far(r, now)) {
-		return l.allowAgain(now, 1, l.src.IsCoarse())
+		return l.allowAgain(r, now, 1, l.src.IsCoarse())
 	}
 	return ok
 }
 
-// allowAgain decides again a request for n that was denied at now: on a
-// new state if the state was one to forget (see far), else, if fresh, at a
-// fresh reading of a coarse clock (a lagging ticker costs a denial one
+// allowAgain decides again a request for n that was denied at now under r:
+// on a new state if the state was one to forget (see far), else, if fresh,
+// at a fresh reading of a coarse clock (a lagging ticker costs a denial one
 // precise clock read, and no admissions; see Keyed.allowFresh).
-func (l *Limiter) allowAgain(now int64, n int, fresh bool) bool {
-	if l.forget(now) {
+func (l *Limiter) allowAgain(r *rule, now int64, n int, fresh bool) bool {
+	if l.far(r, now) && l.forget(now) {
 		return l.allowOnce(l.rule.Load(), now, n)
 	}
 	if fresh {
@@ -154,9 +154,14 @@ func (l *Limiter) allowAgain(now int64, n int, fresh bool) bool {
 // ever admit, are denied.
 func (l *Limiter) AllowN(now time.Time, n int) bool {
 	r, t := l.rule.Load(), l.src.At(now)
-	ok := l.allowOnce(r, t, n)
+	var ok, settled bool
+	if !r.gcra || r.g.IsUnlimited() {
+		ok = l.allowGeneric(r, t, n)
+	} else if ok, settled = l.bucket().TryAllowN(&r.g, t, n); !settled {
+		ok = l.bucket().AllowN(&r.g, t, n) // as in Allow: the first attempt inlines above
+	}
 	if !ok && l.far(r, t) {
-		return l.allowAgain(t, n, false)
+		return l.allowAgain(r, t, n, false)
 	}
 	return ok
 }

@@ -357,6 +357,10 @@ func Far(from, now int64, clk Clock, reach *atomic.Int64) bool {
 // IdleFrom returns when the last of st's bands becomes idle, and false if
 // st is retired.
 func (s *Set) IdleFrom(st State) (int64, bool) {
+	if len(s.algs) == 1 { // one band: its own Idle, without a snapshot
+		_, from, _, _, live := s.algs[0].Idle(st, 0)
+		return from, live
+	}
 	sn := s.snapshot(st, 0)
 	return sn.from, sn.live
 }
