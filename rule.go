@@ -2,25 +2,83 @@ package atomiclimit
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/timebase"
-	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
-// A Rule names an algorithm and its parameters (see the constructors in
-// package atomiclimit: GCRA, FixedWindow, SlidingLog, Bands, …).
+// A Rule names an algorithm and its parameters: GCRA, FixedWindow,
+// FixedWindowUTC, AnchoredWindow, SlidingCounter, SlidingLog, Rolling, or
+// several of them at once (Bands). Each kind is declared in a file of its
+// own, rule_<kind>.go, beside its constructor.
 //
-// A Rule is a value: compare it, copy it, reuse it for many limiters. Its
-// zero value is invalid (ErrInvalidRule).
-type Rule struct{ s algo.Spec }
+// A Rule is a value: copy it, reuse it for many limiters. Its zero value is
+// invalid (ErrInvalidRule). It is validated when a limiter is built from
+// it, against the limiter's clock.
+type Rule struct{ k ruleKind }
+
+// ruleKind is one kind of Rule. A new kind is a file with its constructor
+// and these methods, and a method of RuleVisitor: every limiter, door and
+// remote store that reads rules then fails to compile until it knows it.
+type ruleKind interface {
+	// algorithms validates the rule against src's clock (its windows start
+	// at start, ns on src's base, or on the UTC boundary at or before it)
+	// and builds its algorithms: one, or one per band.
+	algorithms(src *timebase.Source, start int64) ([]algo.Algorithm, error)
+	// maxN is the largest request a state of the rule can ever admit (0 for
+	// an invalid rule): a larger one creates no key.
+	maxN() int
+	// String describes the rule as the user wrote it.
+	String() string
+	visit(v RuleVisitor)
+}
 
 // String describes the rule as the user wrote it, e.g. "100/s, burst 10",
 // "10000/d rolling by 1h and 60/min sliding log".
-func (r Rule) String() string { return r.s.String() }
+func (r Rule) String() string {
+	if r.k == nil {
+		return "invalid"
+	}
+	return r.k.String()
+}
+
+// A RuleVisitor reads a Rule back (Rule.Visit): one method per kind, called
+// with the parameters given to the kind's constructor (FixedWindow as
+// FixedWindowUTC with utc false). A store that keeps limits elsewhere (a
+// remote one, as redislimit) implements it to build the same limit; a
+// kind added to this package adds a method here, so that such a store
+// fails to compile until it knows the kind.
+type RuleVisitor interface {
+	GCRA(limit Limit, burst int)
+	FixedWindow(n int, period time.Duration, utc bool, offset time.Duration)
+	AnchoredWindow(n int, period time.Duration)
+	SlidingCounter(n int, period time.Duration)
+	SlidingLog(n int, period time.Duration)
+	Rolling(q int, window, slice time.Duration, perSlice int)
+	Bands(rules ...Rule)
+}
+
+// Visit calls the method of v for r's kind with r's parameters; nothing
+// for the zero Rule.
+func (r Rule) Visit(v RuleVisitor) {
+	if r.k != nil {
+		r.k.visit(v)
+	}
+}
+
+// Quota describes the rule as a limiter built from it describes its keys
+// (Keyed.Quota): for a store that keeps the rule elsewhere and must answer
+// Quota as an in-process limiter would. The zero Quota for an invalid rule.
+func (r Rule) Quota() Quota {
+	src := timebase.Monotonic()
+	b, err := newRule(r, &src, 0)
+	if err != nil {
+		return Quota{}
+	}
+	return b.q
+}
 
 // A Quota describes one limit as the IETF RateLimit fields and a log line
 // need it: its kind, the most it admits in one window, and the window.
@@ -42,13 +100,17 @@ type Quota struct {
 	// String describes the limit as the user wrote it, e.g. "100/s, burst
 	// 10".
 	String string
+	// noRefund: a limiter of this rule cannot give an admission back (its
+	// Take returns no receipt).
+	noRefund bool
 }
 
-// Refunds reports whether a limiter of this kind can give an admission
+// Refunds reports whether a limiter of this rule can give an admission
 // back: whether its Take returns receipts. Every kind can but the sliding
 // log (its ring only moves forward) and bands (a receipt would need a word
-// per band).
-func (q Quota) Refunds() bool { return q.Kind != "log" && q.Kind != "bands" }
+// per band). A Quota built by another package (a remote store's, from
+// Rule.Quota) says what the rule's says.
+func (q Quota) Refunds() bool { return !q.noRefund }
 
 // rule is a Rule built for one limiter's clock: its bands and, for a rule
 // of one GCRA band, that band's parameters inline, for the fast path.
@@ -73,151 +135,29 @@ type rule struct {
 // src's base) is the limiter's own: the windows of every rule a limiter
 // builds start there (or on the UTC boundary at or before it), so that a
 // rule built later (a tier, SetRule) reads the states the first one wrote.
-func newRule(r Rule, src *timebase.Source, start int64) (*rule, error) {
-	return newRuleOf(r.s, src, start)
-}
-
-func newRuleOf(spec algo.Spec, src *timebase.Source, start int64) (*rule, error) {
-	r := &rule{spec: Rule{spec}}
-	if spec.Kind == algo.KindBands {
-		if len(spec.Bands) < 2 {
-			// One band is that band: bands are for several. Its errors are
-			// a band's, as with several.
-			if len(spec.Bands) == 1 {
-				b := spec.Bands[0]
-				if b.Kind == algo.KindBands {
-					return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
-				}
-				r, err := newRuleOf(b, src, start)
-				if err != nil {
-					return nil, fmt.Errorf("%w: band 0 (%v): %w", ErrInvalidRule, b, err)
-				}
-				if r.gcra && r.g.IsUnlimited() {
-					return nil, errUnlimitedBand(0)
-				}
-				return r, nil
-			}
-			return nil, fmt.Errorf("%w: Bands with no band", ErrInvalidRule)
-		}
-		algs := make([]algo.Algorithm, len(spec.Bands))
-		for i, b := range spec.Bands {
-			a, err := build(b, src, start)
-			if err != nil {
-				return nil, fmt.Errorf("%w: band %d (%v): %w", ErrInvalidRule, i, b, err)
-			}
-			if p := algo.Params(a); p != nil && p.IsUnlimited() {
-				return nil, errUnlimitedBand(i)
-			}
-			algs[i] = a
-		}
-		set, err := algo.NewSet(src.GiveBack(), algs...)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
-		}
-		r.set = set
-		r.q = r.describe()
-		r.far = 2 * r.idleAfter()
-		r.maxN = math.MaxInt
-		for _, b := range spec.Bands {
-			r.maxN = min(r.maxN, maxN(b, nil))
-		}
-		return r, nil
+func newRule(spec Rule, src *timebase.Source, start int64) (*rule, error) {
+	if spec.k == nil {
+		return nil, fmt.Errorf("%w: the zero Rule (use GCRA, FixedWindow, SlidingLog, …)", ErrInvalidRule)
 	}
-	a, err := build(spec, src, start)
+	algs, err := spec.k.algorithms(src, start)
 	if err != nil {
 		return nil, err
 	}
-	p := algo.Params(a)
-	if p != nil {
-		r.g, r.gcra = *p, true
+	r := &rule{spec: spec, maxN: spec.k.maxN()}
+	if r.set, err = algo.NewSet(src.GiveBack(), algs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRule, err)
 	}
-	r.set, _ = algo.NewSet(src.GiveBack(), a) // one band always makes a set
-	r.word, _ = algo.WordOf(a)
-	r.one = a
+	if len(algs) == 1 {
+		a := algs[0]
+		if p := algo.Params(a); p != nil {
+			r.g, r.gcra = *p, true
+		}
+		r.word, _ = algo.WordOf(a)
+		r.one = a
+	}
 	r.q = r.describe()
 	r.far = 2 * r.idleAfter()
-	r.maxN = maxN(spec, p)
 	return r, nil
-}
-
-// errUnlimitedBand is the error of Bands with an Unlimited band: it is never
-// written, so it cannot carry the proof of the bands' eviction (see
-// algo.Set), and it limits nothing anyway.
-func errUnlimitedBand(i int) error {
-	return fmt.Errorf("%w: band %d is Unlimited: it limits nothing; leave it out", ErrInvalidRule, i)
-}
-
-// maxN is the largest request a state of spec can ever admit (p: its GCRA
-// parameters, nil to build them).
-func maxN(spec algo.Spec, p *gcra.Params) int {
-	switch spec.Kind {
-	case algo.KindGCRA:
-		if p == nil {
-			q, err := gcra.NewParams(spec.Limit, spec.Burst)
-			if err != nil {
-				return 0
-			}
-			p = &q
-		}
-		return p.Burst()
-	case algo.KindLog:
-		return 1
-	case algo.KindRolling:
-		if spec.PerSlice > 0 {
-			return min(spec.N, spec.PerSlice)
-		}
-	}
-	return spec.N
-}
-
-// build validates one band.
-func build(spec algo.Spec, src *timebase.Source, start int64) (algo.Algorithm, error) {
-	now := start
-	switch spec.Kind {
-	case algo.KindGCRA:
-		p, err := paramsFor(src, spec.Limit, spec.Burst)
-		if err != nil {
-			return nil, err
-		}
-		return algo.NewGCRA(*p), nil
-	case algo.KindFixed:
-		align := window.AlignStart
-		if spec.UTC {
-			align = window.AlignUTC(spec.Offset)
-		}
-		p, err := window.NewFixedParams(spec.N, spec.Period, align.Start(src.Time(0), now, spec.Period))
-		if err != nil {
-			return nil, err
-		}
-		return window.FixedAlgorithm(p), nil
-	case algo.KindCounter:
-		p, err := window.NewCounterParams(spec.N, spec.Period, now)
-		if err != nil {
-			return nil, err
-		}
-		return window.CounterAlgorithm(p), nil
-	case algo.KindLog:
-		p, err := window.NewLogParams(spec.N, spec.Period)
-		if err != nil {
-			return nil, err
-		}
-		return window.LogAlgorithm(p), nil
-	case algo.KindAnchored:
-		p, err := window.NewAnchoredParams(spec.N, spec.Period)
-		if err != nil {
-			return nil, err
-		}
-		return window.AnchoredAlgorithm(p), nil
-	case algo.KindRolling:
-		p, err := window.NewRollingParams(spec.N, spec.Period, spec.Slice, spec.PerSlice, now)
-		if err != nil {
-			return nil, err
-		}
-		return window.RollingAlgorithm(p), nil
-	case algo.KindBands:
-		return nil, fmt.Errorf("%w: Bands inside Bands (list every band once)", ErrInvalidRule)
-	}
-	return nil, fmt.Errorf("%w: the zero Rule (use GCRA, FixedWindow, SlidingLog, …)", ErrInvalidRule)
 }
 
 // compatible checks that r may replace the limiter's rule def on states def
@@ -237,10 +177,10 @@ func (r *rule) quota() Quota { return r.q }
 // become idle of them all (a key is idle only once every band is), and the
 // rule as the user wrote it.
 func (r *rule) describe() Quota {
-	q := Quota(r.set.Band(0).Quota())
+	q := quotaOf(r.set.Band(0).Quota())
 	idle := q.IdleAfter
 	for i := 1; i < r.set.Len(); i++ {
-		b := Quota(r.set.Band(i).Quota())
+		b := quotaOf(r.set.Band(i).Quota())
 		idle = max(idle, b.IdleAfter)
 		// b tighter than q ⇔ b.Limit/b.Window < q.Limit/q.Window.
 		if float64(b.Limit)*float64(q.Window) < float64(q.Limit)*float64(b.Window) {
@@ -251,7 +191,13 @@ func (r *rule) describe() Quota {
 		q.Kind = "bands"
 	}
 	q.IdleAfter, q.String = idle, r.spec.String()
+	q.noRefund = r.set.Len() > 1 || !r.set.Refunds(0)
 	return q
+}
+
+// quotaOf is an algorithm's quota as this package has it.
+func quotaOf(q algo.Quota) Quota {
+	return Quota{Kind: q.Kind, Limit: q.Limit, Window: q.Window, IdleAfter: q.IdleAfter, String: q.String}
 }
 
 // idleAfter is the longest any band takes to become idle after an

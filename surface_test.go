@@ -16,7 +16,7 @@ import (
 var publicPackages = []string{".", "gcra", "atomicbucket", "shardmap", "httplimit"}
 
 // maxSurface is the budget for exported identifiers across publicPackages.
-const maxSurface = 237 // the public Stack; the nested modules and the doors shed their crossing names next
+const maxSurface = 247 // + Rule.Visit, RuleVisitor, Rule.Quota; the diet (issue 29) follows
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and

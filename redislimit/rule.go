@@ -82,16 +82,16 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
 	k.Close()
-	spec, _ := algo.SpecOf(rule)
-	if spec.Kind == algo.KindBands && len(spec.Bands) == 1 {
-		spec = spec.Bands[0] // one band is that band, as in process
+	sp := specOf(rule)
+	if sp.kind == specBands && len(sp.bands) == 1 {
+		sp = sp.bands[0] // one band is that band, as in process
 	}
-	if spec.Kind == algo.KindGCRA {
-		return New(client, spec.Limit, spec.Burst, opts...)
+	if sp.kind == specGCRA {
+		return New(client, sp.limit, sp.burst, opts...)
 	}
-	specs := []algo.Spec{spec}
-	if spec.Kind == algo.KindBands {
-		specs = spec.Bands
+	specs := []spec{sp}
+	if sp.kind == specBands {
+		specs = sp.bands
 	}
 	r := &ruleRemote{bands: make([]band, len(specs)), replies: 2}
 	maxN := math.MaxInt
@@ -143,10 +143,10 @@ func (e *bandError) Error() string {
 
 func (e *bandError) Unwrap() error { return e.err }
 
-// describe is the in-process Quota of a rule (the root package's
-// rule.describe): its one band's, or for bands the tightest band's (the
-// least Limit per Window) of kind "bands", idle after the longest band is,
-// and described as the rule.
+// describe is the in-process Quota of a rule (rule.Quota()), but with a
+// GCRA band's T rounded up to whole µs as this package decides it: its one
+// band's, or for bands the tightest band's (the least Limit per Window),
+// idle after the longest band is.
 func describe(bands []band, rule atomiclimit.Rule) atomiclimit.Quota {
 	q := bands[0].quota
 	idle := q.IdleAfter
@@ -156,20 +156,19 @@ func describe(bands []band, rule atomiclimit.Rule) atomiclimit.Quota {
 			q = b.quota
 		}
 	}
-	if len(bands) > 1 {
-		q.Kind = "bands"
-	}
-	q.IdleAfter, q.String = idle, rule.String()
-	return atomiclimit.Quota(q)
+	in := rule.Quota() // its kind, its description, whether it gives back
+	in.Limit, in.Window, in.IdleAfter = q.Limit, q.Window, idle
+	return in
 }
 
 // init builds the band of s, which the in-process constructors have
 // validated, for Redis.
-func (b *band) init(s algo.Spec) error {
+func (b *band) init(s spec) error {
 	us := func(d time.Duration) string { return strconv.FormatInt(int64(d/time.Microsecond), 10) }
-	switch s.Kind {
-	case algo.KindGCRA:
-		p, err := gcra.NewParams(s.Limit, s.Burst)
+	b.quota = s.rule.Quota()
+	switch s.kind {
+	case specGCRA:
+		p, err := gcra.NewParams(s.limit, s.burst)
 		if err != nil {
 			return err
 		}
@@ -181,91 +180,85 @@ func (b *band) init(s algo.Spec) error {
 			// The rounding rule of New: T up to whole microseconds; a rate
 			// above one per µs is rejected, not rounded to another limit.
 			if p.Interval() < time.Microsecond {
-				return fmt.Errorf("%w: %v", ErrRateTooHigh, s.Limit)
+				return fmt.Errorf("%w: %v", ErrRateTooHigh, s.limit)
 			}
 			t := (p.Interval() + time.Microsecond - 1) / time.Microsecond * time.Microsecond
-			if b.g, err = gcra.NewParams(gcra.Every(t), s.Burst); err != nil {
+			if b.g, err = gcra.NewParams(gcra.Every(t), s.burst); err != nil {
 				return fmt.Errorf("interval rounded up to %v: %w", t, err)
 			}
 			b.args = [5]any{"g", us(t), us(b.g.Span()), strconv.Itoa(b.g.Burst()), "0"}
+			b.quota = atomiclimit.GCRA(gcra.Every(t), s.burst).Quota() // T as rounded
 		}
-		b.quota = algo.NewGCRA(b.g).Quota()
-	case algo.KindFixed, algo.KindCounter:
-		if !s.UTC && s.Kind == algo.KindFixed {
-			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", ErrUnsupported, s.N, s.Period)
+	case specFixed, specCounter:
+		if !s.utc && s.kind == specFixed {
+			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", ErrUnsupported, s.n, s.period)
 		}
-		if s.Period%time.Microsecond != 0 || s.Offset%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v, offset %v", ErrResolution, s.Period, s.Offset)
+		if s.period%time.Microsecond != 0 || s.offset%time.Microsecond != 0 {
+			return fmt.Errorf("%w: window %v, offset %v", ErrResolution, s.period, s.offset)
 		}
-		b.w = int64(s.Period / time.Microsecond)
+		b.w = int64(s.period / time.Microsecond)
 		// G: the boundary at or before the Unix epoch (offset mod W, less a
 		// window unless 0), so that the index of every time ≥ 0 is ≥ 0.
-		if off := (int64(s.Offset/time.Microsecond)%b.w + b.w) % b.w; off > 0 {
+		if off := (int64(s.offset/time.Microsecond)%b.w + b.w) % b.w; off > 0 {
 			b.grid = off - b.w
 		}
-		b.maxIdx = uint64(gcra.MaxNow)/uint64(s.Period) + 1
-		if s.Kind == algo.KindFixed {
-			p, err := window.NewFixedParams(s.N, s.Period, 0)
+		b.maxIdx = uint64(gcra.MaxNow)/uint64(s.period) + 1
+		if s.kind == specFixed {
+			p, err := window.NewFixedParams(s.n, s.period, 0)
 			if err != nil {
 				return err
 			}
 			b.kind, b.fixed, b.shift, b.replies, b.words = bandFixed, p, p.Layout().Shift, 2, 2
-			b.quota = window.FixedAlgorithm(p).Quota()
-			b.args = [5]any{"f", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N), "0"}
+			b.args = [5]any{"f", us(s.period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.n), "0"}
 		} else {
-			p, err := window.NewCounterParams(s.N, s.Period, 0)
+			p, err := window.NewCounterParams(s.n, s.period, 0)
 			if err != nil {
 				return err
 			}
 			b.kind, b.counter, b.shift, b.replies, b.words = bandCounter, p, p.Layout().Shift, 3, 3
-			b.quota = window.CounterAlgorithm(p).Quota()
-			b.args = [5]any{"c", us(s.Period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.N), "0"}
+			b.args = [5]any{"c", us(s.period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.n), "0"}
 		}
-	case algo.KindLog:
-		if s.Period%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v", ErrResolution, s.Period)
+	case specLog:
+		if s.period%time.Microsecond != 0 {
+			return fmt.Errorf("%w: window %v", ErrResolution, s.period)
 		}
-		p, err := window.NewLogParams(s.N, s.Period)
-		if err != nil {
+		if _, err := window.NewLogParams(s.n, s.period); err != nil {
 			return err
 		}
-		b.kind, b.n, b.w, b.wNs, b.replies, b.words = bandLog, s.N, int64(s.Period/time.Microsecond), int64(s.Period), 4, s.N+1
-		b.quota = window.LogAlgorithm(p).Quota()
-		b.args = [5]any{"l", us(s.Period), strconv.Itoa(s.N), "0", "0"}
-	case algo.KindAnchored:
-		if s.Period%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v", ErrResolution, s.Period)
+		b.kind, b.n, b.w, b.wNs, b.replies, b.words = bandLog, s.n, int64(s.period/time.Microsecond), int64(s.period), 4, s.n+1
+		b.args = [5]any{"l", us(s.period), strconv.Itoa(s.n), "0", "0"}
+	case specAnchored:
+		if s.period%time.Microsecond != 0 {
+			return fmt.Errorf("%w: window %v", ErrResolution, s.period)
 		}
-		p, err := window.NewAnchoredParams(s.N, s.Period)
+		p, err := window.NewAnchoredParams(s.n, s.period)
 		if err != nil {
 			return err
 		}
 		if g := p.Resolution(); g > maxAnchorResolution {
-			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", ErrResolution, s.N, g, maxAnchorResolution)
+			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", ErrResolution, s.n, g, maxAnchorResolution)
 		}
 		b.kind, b.anchored, b.shift, b.replies, b.words = bandAnchored, p, p.Layout().Shift, 3, 3
-		b.w, b.wNs, b.res = int64(s.Period/time.Microsecond), int64(s.Period), int64(p.Resolution())
-		b.quota = window.AnchoredAlgorithm(p).Quota()
-		b.args = [5]any{"a", us(s.Period), strconv.Itoa(s.N), strconv.FormatInt(b.res, 10), "0"}
-	case algo.KindRolling:
-		if s.Slice%time.Microsecond != 0 {
-			return fmt.Errorf("%w: slice %v", ErrResolution, s.Slice)
+		b.w, b.wNs, b.res = int64(s.period/time.Microsecond), int64(s.period), int64(p.Resolution())
+		b.args = [5]any{"a", us(s.period), strconv.Itoa(s.n), strconv.FormatInt(b.res, 10), "0"}
+	case specRolling:
+		if s.slice%time.Microsecond != 0 {
+			return fmt.Errorf("%w: slice %v", ErrResolution, s.slice)
 		}
-		p, err := window.NewRollingParams(s.N, s.Period, s.Slice, s.PerSlice, 0)
+		p, err := window.NewRollingParams(s.n, s.period, s.slice, s.perSlice, 0)
 		if err != nil {
 			return err
 		}
 		k := p.Words() - 1
-		b.kind, b.rolling, b.n, b.w = bandRolling, p, k, int64(s.Slice/time.Microsecond)
-		b.shift = uint(bits.Len64(uint64(s.N))) // RollingParams' count width
-		b.maxIdx = uint64(gcra.MaxNow)/uint64(s.Slice) + 1
+		b.kind, b.rolling, b.n, b.w = bandRolling, p, k, int64(s.slice/time.Microsecond)
+		b.shift = uint(bits.Len64(uint64(s.n))) // RollingParams' count width
+		b.maxIdx = uint64(gcra.MaxNow)/uint64(s.slice) + 1
 		b.replies, b.words = 2+2*k, 2+2*k
-		b.quota = window.RollingAlgorithm(p).Quota()
-		capN := s.N
-		if s.PerSlice > 0 {
-			capN = s.PerSlice
+		capN := s.n
+		if s.perSlice > 0 {
+			capN = s.perSlice
 		}
-		b.args = [5]any{"r", us(s.Slice), strconv.Itoa(k), strconv.Itoa(s.N), strconv.Itoa(capN)}
+		b.args = [5]any{"r", us(s.slice), strconv.Itoa(k), strconv.Itoa(s.n), strconv.Itoa(capN)}
 	default:
 		return fmt.Errorf("%w: %v", ErrUnsupported, s)
 	}

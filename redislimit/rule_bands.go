@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/algo"
 	"github.com/atomiclimit/atomiclimit/internal/window"
 )
 
@@ -58,9 +58,9 @@ type band struct {
 	grid     int64  // G in µs: the windows' origin, a boundary ≤ 0 (fixed, counter)
 	n        int    // the log's N; the rolling window's K
 	args     [5]any
-	words    int        // the band's words in the state
-	replies  int        // the reply's values that describe the band
-	quota    algo.Quota // as in process, with GCRA's T rounded up
+	words    int               // the band's words in the state
+	replies  int               // the reply's values that describe the band
+	quota    atomiclimit.Quota // as in process, with GCRA's T rounded up
 }
 
 // A view is one band's state, as the script read it, on the band's own

@@ -73,8 +73,16 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	return s, nil
 }
 
-// refunds reports whether a can refund; only the log cannot.
-func refunds(a Algorithm) bool { return a.Quota().Kind != "log" }
+// refunds reports whether a can give an admission back: a one-word rule or
+// a Taker (the log is neither).
+func refunds(a Algorithm) bool {
+	_, word := WordOf(a)
+	_, taker := a.(Taker)
+	return word || taker
+}
+
+// Refunds reports whether band i can give an admission back.
+func (s *Set) Refunds(i int) bool { return refunds(s.algs[i]) }
 
 // Len returns the number of bands.
 func (s *Set) Len() int { return len(s.algs) }
