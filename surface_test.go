@@ -13,10 +13,10 @@ import (
 
 // publicPackages are the root module's packages a user imports: everything
 // but internal/, cmd/, testdata/, the nested modules and examples.
-var publicPackages = []string{".", "gcra", "atomicbucket", "shardmap", "httplimit"}
+var publicPackages = []string{".", "gcra", "window", "atomicbucket", "shardmap", "httplimit"}
 
 // maxSurface is the budget for exported identifiers across publicPackages.
-const maxSurface = 247 // + Rule.Visit, RuleVisitor, Rule.Quota; the diet (issue 29) follows
+const maxSurface = 276 // + window (what Redis mirrors); the diet (issue 29) follows
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and

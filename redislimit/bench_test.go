@@ -14,7 +14,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -239,7 +238,7 @@ func BenchmarkDenyLocal(b *testing.B) {
 			for _, key := range keys {
 				k.Allow(key)
 			}
-			return func(i int) bool { return stacktest.Decide(k, keys[i%benchKeys], 1).Allowed },
+			return func(i int) bool { return takeLocal(k, keys[i%benchKeys], 1).Allowed },
 				func(i int) bool { return k.Allow(keys[i%benchKeys]) }
 		}},
 		{"atomicbucket-limiter", func(b *testing.B) (func(int) bool, func(int) bool) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -108,7 +107,7 @@ func checkCallerGone(t *testing.T, p policy, o outcome, cerr error) {
 	assert.NotErrorIs(t, o.err, redislimit.ErrUnavailable)
 	assert.NotErrorIs(t, o.err, atomiclimit.ErrFallback, "no limiter decided")
 	if p.local != nil {
-		assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback limiter was charged")
+		assert.Equal(t, 2, peekLocal(p.local, "k", 0).Remaining, "the fallback limiter was charged")
 	}
 }
 

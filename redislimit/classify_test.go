@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"io"
 	"net"
 	"strings"
@@ -150,11 +149,11 @@ func TestRejectedDecisions(t *testing.T) {
 			assert.Equal(t, redislimit.SourceFallback, r.Source)
 			assert.ErrorIs(t, r.Err, atomiclimit.ErrFallback)
 			assert.True(t, r.Allowed)
-			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback decided, and was charged")
+			assert.Equal(t, 1, peekLocal(p.local, "k", 0).Remaining, "the fallback decided, and was charged")
 			peek := l.PeekResult(ctx, "k", 2)
 			assert.Equal(t, redislimit.SourceFallback, peek.Source)
 			assert.False(t, peek.Allowed, "the fallback's state: one token left")
-			assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "a peek takes nothing")
+			assert.Equal(t, 1, peekLocal(p.local, "k", 0).Remaining, "a peek takes nothing")
 		default:
 			assert.Equal(t, redislimit.SourceFailClosed, r.Source, pname)
 			assert.NotErrorIs(t, r.Err, atomiclimit.ErrFallback, pname)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -124,11 +123,11 @@ func TestReceiptsZero(t *testing.T) {
 			continue
 		}
 		require.NotZero(t, r, name)
-		assert.Equal(t, 1, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback took one")
+		assert.Equal(t, 1, peekLocal(p.local, "k", 0).Remaining, "the fallback took one")
 		ok, err := ol.Refund(ctx, "k", 1, r)
 		require.NoError(t, err)
 		assert.True(t, ok, "given back to the local limiter")
-		assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining)
+		assert.Equal(t, 2, peekLocal(p.local, "k", 0).Remaining)
 		ok, _ = ol.Refund(ctx, "k", 1, r)
 		assert.False(t, ok, "once")
 		fo, err := redislimit.New(&noServer{}, gcra.Every(time.Hour), 2, redislimit.WithOutage(redislimit.FailOpen))

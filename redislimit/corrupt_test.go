@@ -3,7 +3,6 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"strconv"
 	"testing"
 	"time"
@@ -172,7 +171,7 @@ func TestCorruptStateRepaired(t *testing.T) {
 					assert.True(t, l.DecideAt(ctx, "k", burst, true, now+2*span).Allowed)
 					assert.Equal(t, 1, h.count(redislimit.SourceRedis, "error"))
 					if p.local != nil {
-						assert.Equal(t, 2, stacktest.Peek(p.local, "k", 0).Remaining, "the fallback is not involved")
+						assert.Equal(t, 2, peekLocal(p.local, "k", 0).Remaining, "the fallback is not involved")
 					}
 				})
 			}

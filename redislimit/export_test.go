@@ -165,3 +165,6 @@ func (ls *Leased) HoldCell(key string) (spend func(n int) bool) {
 func (l *Limiter) DecideArgs(n int) []any {
 	return []any{l.argT, l.argSpan, n, opArgs[opReceipt]}
 }
+
+// MaxBandsForTest is maxBands.
+const MaxBandsForTest = maxBands

@@ -12,7 +12,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -51,7 +50,7 @@ func TestIssue28FallbackErrors(t *testing.T) {
 				check("Take, denied", err, redislimit.ErrUnavailable)
 				assert.False(t, d.Allowed)
 				assert.Greater(t, d.RetryAfter, 59*time.Minute, "the local limiter's wait")
-				assert.Zero(t, stacktest.Peek(p.local, "k", 0).Remaining)
+				assert.Zero(t, peekLocal(p.local, "k", 0).Remaining)
 				assert.Equal(t, 2, h.count(redislimit.SourceFallback, "allowed"))
 				assert.Equal(t, 1, h.count(redislimit.SourceFallback, "denied"))
 				assert.Equal(t, 4, h.count(redislimit.SourceFallback, "error"), "Take, Peek, Allow, Take")

@@ -22,7 +22,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/httplimit"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -245,8 +244,8 @@ func TestHTTPOutage(t *testing.T) {
 				// decision.
 				decides("during the outage, the fallback", 3)
 				assert.Equal(t, served+2, srv.served.Load())
-				assert.Equal(t, 0, stacktest.Peek(local, "alice", 0).Remaining, "the local limiter was charged")
-				assert.Equal(t, 2, stacktest.Peek(local, "bob", 0).Remaining)
+				assert.Equal(t, 0, peekLocal(local, "alice", 0).Remaining, "the local limiter was charged")
+				assert.Equal(t, 2, peekLocal(local, "bob", 0).Remaining)
 			}
 			hook.mu.Lock()
 			for _, err := range hook.errs {
@@ -299,7 +298,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 	assert.Equal(t, policies, r.header("RateLimit-Policy"))
 
 	s.kill()
-	before := stacktest.Peek(local, "alice", 0)
+	before := peekLocal(local, "alice", 0)
 	require.Equal(t, 4, before.Remaining)
 	for i := range 3 {
 		r := srv.get("alice")
@@ -310,7 +309,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 		// The local policy's item describes its state without the request
 		// (given back); the Redis policy has none.
 		assert.Equal(t, `"local";r=4`, r.header("RateLimit"), "request %d", i)
-		assert.Equal(t, before, stacktest.Peek(local, "alice", 0), "request %d: the local admission was not given back", i)
+		assert.Equal(t, before, peekLocal(local, "alice", 0), "request %d: the local admission was not given back", i)
 	}
 	assert.EqualValues(t, 1, srv.served.Load())
 	assert.Equal(t, [3]int{1, 0, 0}, hook.counts("local"), "given-back admissions are no Allowed events")
@@ -359,7 +358,7 @@ func TestHTTPOutageFallbackGivenBack(t *testing.T) {
 		assert.Equal(t, 429, r.status, "request %d: strict denies", i)
 		assert.Contains(t, r.body, `"violated-policies":["strict"]`)
 	}
-	assert.Equal(t, 9, stacktest.Peek(fallback, "alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
+	assert.Equal(t, 9, peekLocal(fallback, "alice", 0).Remaining, "the fallback charged for the one request served, not the three strict denied")
 }
 
 // The phases of a load test, as a request is counted in them: a request
@@ -534,7 +533,7 @@ func TestHTTPOutageUnderLoad(t *testing.T) {
 				assert.Equal(t, all[429], ev[1], "one Denied per 429")
 				assert.GreaterOrEqual(t, ev[2], after[200]+after[429], "an Error beside each of the fallback's decisions")
 				for c := range clients {
-					assert.Zero(t, stacktest.Peek(local, "c"+strconv.Itoa(c), 0).Remaining, "client %d: the fallback was charged", c)
+					assert.Zero(t, peekLocal(local, "c"+strconv.Itoa(c), 0).Remaining, "client %d: the fallback was charged", c)
 				}
 			}
 			events.mu.Lock()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/algo"
 )
 
 // A Limiter is a keyed rate limiter whose state lives in Redis: every
@@ -445,7 +444,7 @@ func (l *Limiter) String() string {
 	if l.rule != nil {
 		return l.rule.String() + " in redis"
 	}
-	return algo.DescribeGCRA(l.limit, l.params.Burst()) + " in redis"
+	return atomiclimit.GCRA(l.limit, l.params.Burst()).String() + " in redis"
 }
 
 // scriptMismatches counts decisions where the script and gcra disagreed on

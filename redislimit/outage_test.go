@@ -14,7 +14,6 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -155,7 +154,7 @@ func TestOutagePolicyDecisions(t *testing.T) {
 
 	fb, err := redislimit.New(c, gcra.Per(30, time.Minute), 2, redislimit.WithOutage(redislimit.FallbackTo(local)))
 	require.NoError(t, err)
-	assert.Equal(t, stacktest.Peek(local, "k", 1), fb.PeekResult(ctx, "k", 1).Decision)
+	assert.Equal(t, peekLocal(local, "k", 1), fb.PeekResult(ctx, "k", 1).Decision)
 	assert.True(t, fb.Allow(ctx, "k"))
 	assert.True(t, fb.Allow(ctx, "k"))
 	r = fb.TakeResult(ctx, "k", 1)

@@ -14,8 +14,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/algo"
-	"github.com/atomiclimit/atomiclimit/internal/window"
+	"github.com/atomiclimit/atomiclimit/window"
 )
 
 // The errors of NewRule, besides New's and the in-process constructors'.
@@ -128,6 +127,10 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 	return l, nil
 }
 
+// maxBands is the most bands a rule has: Bands refuses more
+// (TestMaxBands holds the two together).
+const maxBands = 8
+
 // A bandError is the error of the band where of a rule: err, which may be
 // one of this package's (ErrUnsupported, …) or another's (window's, gcra's),
 // said after the band, with the package named once:
@@ -208,14 +211,14 @@ func (b *band) init(s spec) error {
 			if err != nil {
 				return err
 			}
-			b.kind, b.fixed, b.shift, b.replies, b.words = bandFixed, p, p.Layout().Shift, 2, 2
+			b.kind, b.fixed, b.shift, b.replies, b.words = bandFixed, p, p.CountBits(), 2, 2
 			b.args = [5]any{"f", us(s.period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.n), "0"}
 		} else {
 			p, err := window.NewCounterParams(s.n, s.period, 0)
 			if err != nil {
 				return err
 			}
-			b.kind, b.counter, b.shift, b.replies, b.words = bandCounter, p, p.Layout().Shift, 3, 3
+			b.kind, b.counter, b.shift, b.replies, b.words = bandCounter, p, p.CountBits(), 3, 3
 			b.args = [5]any{"c", us(s.period), strconv.FormatInt(b.grid, 10), strconv.Itoa(s.n), "0"}
 		}
 	case specLog:
@@ -238,7 +241,7 @@ func (b *band) init(s spec) error {
 		if g := p.Resolution(); g > maxAnchorResolution {
 			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", ErrResolution, s.n, g, maxAnchorResolution)
 		}
-		b.kind, b.anchored, b.shift, b.replies, b.words = bandAnchored, p, p.Layout().Shift, 3, 3
+		b.kind, b.anchored, b.shift, b.replies, b.words = bandAnchored, p, p.CountBits(), 3, 3
 		b.w, b.wNs, b.res = int64(s.period/time.Microsecond), int64(s.period), int64(p.Resolution())
 		b.args = [5]any{"a", us(s.period), strconv.Itoa(s.n), strconv.FormatInt(b.res, 10), "0"}
 	case specRolling:
@@ -313,7 +316,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	if err != nil {
 		return gcra.Decision{}, receipt{}, err
 	}
-	var buf [2 + 4*algo.MaxBands]int64
+	var buf [2 + 4*maxBands]int64
 	var vals []int64
 	if r.replies <= len(buf) {
 		vals = buf[:r.replies]
@@ -330,7 +333,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	if !ints(reply, vals) {
 		return gcra.Decision{}, receipt{}, rejectedReply(&ruleScript, reply)
 	}
-	var vs [algo.MaxBands]view
+	var vs [maxBands]view
 	at := 2
 	for i := range r.bands {
 		b := &r.bands[i]

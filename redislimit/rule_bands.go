@@ -7,7 +7,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/window"
+	"github.com/atomiclimit/atomiclimit/window"
 )
 
 // How a rule's reply becomes a gcra.Decision: each band's state, as the

@@ -599,3 +599,16 @@ func TestRuleReset(t *testing.T) {
 		assert.True(t, l.Allow(ctx, "k"), "%v", rule)
 	}
 }
+
+// maxBands is the most bands a rule has: one more is refused in process
+// (and so by NewRule).
+func TestMaxBands(t *testing.T) {
+	bands := make([]atomiclimit.Rule, redislimit.MaxBandsForTest+1)
+	for i := range bands {
+		bands[i] = atomiclimit.FixedWindowUTC(i+1, time.Minute, 0)
+	}
+	_, err := atomiclimit.NewKeyedRule[string](atomiclimit.Bands(bands...))
+	require.ErrorIs(t, err, atomiclimit.ErrInvalidRule)
+	_, err = atomiclimit.NewKeyedRule[string](atomiclimit.Bands(bands[:redislimit.MaxBandsForTest]...), atomiclimit.WithSweepInterval(0))
+	require.NoError(t, err)
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // The tests run against real redis-server processes they start themselves,
@@ -244,4 +246,16 @@ var prefixSeq atomic.Int64
 // (-count), uses on the shared server.
 func uniq(t testing.TB) string {
 	return fmt.Sprintf("%s:%d:", t.Name(), prefixSeq.Add(1))
+}
+
+// peekLocal is an in-process limiter's Peek decision alone.
+func peekLocal[K comparable](k *atomiclimit.Keyed[K], key K, n int) atomiclimit.Decision {
+	d, _ := k.Peek(context.Background(), key, n)
+	return d
+}
+
+// takeLocal is an in-process limiter's Take decision alone.
+func takeLocal[K comparable](k *atomiclimit.Keyed[K], key K, n int) atomiclimit.Decision {
+	d, _, _ := k.Take(context.Background(), key, n)
+	return d
 }
