@@ -71,6 +71,9 @@ type Algorithm interface {
 	// gave anything back. An algorithm that cannot give back (the log)
 	// returns false, and a Set allows it only as its last member.
 	Refund(s State, taken Taken, clk Clock, n int) bool
+	// Refunds reports whether the algorithm can give an admission back at
+	// all (false for the log, whose ring only moves forward).
+	Refunds() bool
 	// Idle reports the mark for Retire, the time from which the state is
 	// idle, the floor a replacement must start from, and whether the state
 	// is idle at now. live is false for a retired state.

@@ -64,7 +64,7 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
 		s.rule[i], _ = WordOf(a)
-		if !refunds(a) && i != len(algs)-1 {
+		if !a.Refunds() && i != len(algs)-1 {
 			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
 		}
 		s.off[i] = s.size
@@ -73,16 +73,8 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	return s, nil
 }
 
-// refunds reports whether a can give an admission back: a one-word rule or
-// a Taker (the log is neither).
-func refunds(a Algorithm) bool {
-	_, word := WordOf(a)
-	_, taker := a.(Taker)
-	return word || taker
-}
-
 // Refunds reports whether band i can give an admission back.
-func (s *Set) Refunds(i int) bool { return refunds(s.algs[i]) }
+func (s *Set) Refunds(i int) bool { return s.algs[i].Refunds() }
 
 // Len returns the number of bands.
 func (s *Set) Len() int { return len(s.algs) }

@@ -113,6 +113,9 @@ func epochFor(p *atomic.Uint64, r WordRule) Epoch {
 	return Epoch{}
 }
 
+// Refunds: every one-word rule gives back.
+func (w word) Refunds() bool { return true }
+
 func (w word) Refund(s State, taken Taken, clk Clock, n int) bool {
 	return RefundWord(s.Word, w.r, taken, clk, n)
 }

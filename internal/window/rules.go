@@ -115,6 +115,8 @@ func (a *logAlg) Decide(s algo.State, now int64, n int, peek bool) gcra.Decision
 // forward); algo.Set allows it only as the last band.
 func (a *logAlg) Refund(algo.State, algo.Taken, algo.Clock, int) bool { return false }
 
+func (a *logAlg) Refunds() bool { return false }
+
 // Idle: the ring is idle once its latest admission has left the window; a
 // replacement expires every slot at that expiry. The mark is the head and
 // the slot admission head would write.
@@ -189,6 +191,9 @@ func (a *rollingAlg) Take(s algo.State, now int64, n int) (gcra.Decision, algo.T
 }
 
 // Refund counts (see refundOn): it needs no clock.
+// Refunds: a slice gives back its count.
+func (a *rollingAlg) Refunds() bool { return true }
+
 func (a *rollingAlg) Refund(s algo.State, taken algo.Taken, _ algo.Clock, n int) bool {
 	return a.p.refundOn(a.words(s), taken.Word, n)
 }
