@@ -3,8 +3,8 @@ module github.com/atomiclimit/atomiclimit/bench
 go 1.26.0
 
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0
-	github.com/atomiclimit/atomiclimit/grpclimit v0.0.0
+	github.com/atomiclimit/atomiclimit v0.1.0
+	github.com/atomiclimit/atomiclimit/grpclimit v0.1.0
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/go-chi/httprate v0.16.1
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
@@ -43,12 +43,5 @@ require (
 	google.golang.org/protobuf v1.36.11 // indirect
 )
 
-replace github.com/atomiclimit/atomiclimit => ../
-
 tool golang.org/x/perf/cmd/benchstat
 
-replace github.com/atomiclimit/atomiclimit/grpclimit => ../grpclimit
-
-// grpclimit's tests require redislimit (redis_e2e_test.go); its replace is
-// not ours, so the module graph needs this one to resolve.
-replace github.com/atomiclimit/atomiclimit/redislimit => ../redislimit

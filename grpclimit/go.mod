@@ -2,15 +2,9 @@ module github.com/atomiclimit/atomiclimit/grpclimit
 
 go 1.24.0
 
-replace github.com/atomiclimit/atomiclimit => ../
-
-// Tests only: redis_e2e_test.go puts a redislimit.Limiter behind the
-// interceptor and kills its redis-server under load.
-replace github.com/atomiclimit/atomiclimit/redislimit => ../redislimit
-
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0-00010101000000-000000000000
-	github.com/atomiclimit/atomiclimit/redislimit v0.0.0-00010101000000-000000000000
+	github.com/atomiclimit/atomiclimit v0.1.0
+	github.com/atomiclimit/atomiclimit/redislimit v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516
 	google.golang.org/grpc v1.80.0

@@ -2,10 +2,8 @@ module github.com/atomiclimit/atomiclimit/redislimit
 
 go 1.24
 
-replace github.com/atomiclimit/atomiclimit => ../
-
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0-00010101000000-000000000000
+	github.com/atomiclimit/atomiclimit v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/puzpuzpuz/xsync/v3 v3.5.1
 	github.com/redis/go-redis/v9 v9.22.0

@@ -2,14 +2,9 @@ module github.com/atomiclimit/atomiclimit/cmd/httpdemo
 
 go 1.24
 
-replace (
-	github.com/atomiclimit/atomiclimit => ../..
-	github.com/atomiclimit/atomiclimit/redislimit => ../../redislimit
-)
-
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0-00010101000000-000000000000
-	github.com/atomiclimit/atomiclimit/redislimit v0.0.0-00010101000000-000000000000
+	github.com/atomiclimit/atomiclimit v0.1.0
+	github.com/atomiclimit/atomiclimit/redislimit v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 )
 

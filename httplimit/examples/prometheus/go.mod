@@ -3,7 +3,7 @@ module github.com/atomiclimit/atomiclimit/httplimit/examples/prometheus
 go 1.26.0
 
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0
+	github.com/atomiclimit/atomiclimit v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -19,4 +19,3 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/atomiclimit/atomiclimit => ../../..

@@ -2,14 +2,9 @@ module github.com/atomiclimit/atomiclimit/redislimit/examples/prometheus
 
 go 1.26.0
 
-replace (
-	github.com/atomiclimit/atomiclimit => ../../..
-	github.com/atomiclimit/atomiclimit/redislimit => ../..
-)
-
 require (
-	github.com/atomiclimit/atomiclimit v0.0.0-00010101000000-000000000000
-	github.com/atomiclimit/atomiclimit/redislimit v0.0.0-00010101000000-000000000000
+	github.com/atomiclimit/atomiclimit v0.1.0
+	github.com/atomiclimit/atomiclimit/redislimit v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.22.0
 )
