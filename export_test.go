@@ -53,14 +53,14 @@ func (k *Keyed[K]) Floor() int64 { return int64(k.cells.floors[0].Load()) }
 // epoch), without removing it from the map: the state a caller meets while a
 // sweeper is between its two steps.
 func (k *Keyed[K]) RetireKey(key K, now int64) bool {
-	c, ok := k.m.Load(key)
+	c, ok := k.m.Load(k.hash(key))
 	return ok && k.st.RetireIdle(c, now)
 }
 
 // HeldKeys counts the map's entries one by one (Len reads a counter).
 func (k *Keyed[K]) HeldKeys() int {
 	n := 0
-	k.m.Range(func(K, *cell) bool { n++; return true })
+	k.m.Range(func(uint64, *cell) bool { n++; return true })
 	return n
 }
 
@@ -73,10 +73,10 @@ func (k *Keyed[K]) SweeperDone() <-chan struct{} { return k.st.Done() }
 // BandRemaining returns what band i of key's rule has left now (-1 if the
 // limiter does not hold key).
 func (k *Keyed[K]) BandRemaining(key K, i int) int {
-	c, ok := k.m.Load(key)
+	c, ok := k.m.Load(k.hash(key))
 	if !ok {
 		return -1
 	}
-	r, st := c.rule(), k.cells.state(c)
+	r, st := k.cells.rule(c), k.cells.state(c)
 	return r.set.Band(i).Decide(r.set.Sub(st, i), k.src.Now(), 0, true).Remaining
 }

@@ -2,11 +2,11 @@ package atomiclimit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/puzpuzpuz/xsync/v3"
 
@@ -26,13 +26,38 @@ import (
 // Its methods follow the package's grammar (Allow, Take, Peek, Refund,
 // Reserve, Wait, and their …N forms).
 //
-// The hot path for a key already present is one lock-free map lookup, one
-// clock read, two pointer loads (the key's tier and its rule), the rule's
-// decision on the key's state and, for an admission, one CompareAndSwap per
-// band. It allocates nothing. A GCRA rule takes a path of its own, inlined:
-// one load and one CompareAndSwap on the key's 8-byte bucket. A new key
-// costs one insertion (a lock on one MapOf bucket and two small
-// allocations; three for a rule wider than one word).
+// The hot path for a key already present is one hash of the key, one
+// lock-free map lookup, one clock read, the rule's decision on the key's
+// state and, for an admission, one CompareAndSwap per band. It allocates
+// nothing. A GCRA rule takes a path of its own, inlined: one load and one
+// CompareAndSwap on the key's 8-byte bucket. A new key costs one insertion:
+// a lock on one MapOf bucket and one small allocation (the map's entry).
+//
+// # Memory
+//
+// What a server pays to hold a key is paid again by its garbage collector
+// at every cycle: each heap object and pointer a key holds is marked. So a
+// Keyed limiter keeps no copy of a key and no object of its own per key:
+//
+//   - The map holds the key's 64-bit hash (hash/maphash.Comparable, seeded
+//     at random per limiter), not the key: a per-request string is garbage
+//     once the request is done. Two keys share a state only if their hashes
+//     collide: for n keys held at once the chance that any two do is at most
+//     n²/2^65 (3·10^-8 for a million keys), and the seed keeps keys from
+//     being chosen to collide.
+//   - A key's state (16 bytes: its word and the index of its tier; a rule
+//     wider than one word adds its words) is carved from slabs of 4 KiB
+//     that hold no pointer, so the collector never scans them. A slab is
+//     freed as any object once none of its cells is held (a slab outlives
+//     its keys by at most the longest-lived of them), and a cell is never
+//     handed out twice: a request still holding a removed key's cell meets
+//     its retired state, never another key's.
+//
+// A key thus costs one heap object, the map's entry (16 bytes and its slot
+// in the MapOf's table), about 66 bytes in all for GCRA; bench/NOTES.md has
+// the figures beside the other Go limiters'. The MapOf's entries and table
+// are most of what a collection of a million keys costs: about as much as
+// an xsync MapOf[uint64, uint64] of as many entries.
 //
 // # Idle keys and exact eviction
 //
@@ -59,9 +84,10 @@ import (
 // Eviction runs on the limiter's own clock: a request or a SweepAt stamped
 // in the future removes nothing that is not idle now.
 type Keyed[K comparable] struct {
-	m     *shardmap.Map[K, *cell] // st.Map: the hot path's lookup
-	st    *keyed.Store[K, *cell]
-	cells *cells // the floors, and how to retire a state
+	m     *shardmap.Map[uint64, *cell] // st.Map, keyed by hash: the hot path's lookup
+	st    *keyed.Store[uint64, *cell]
+	seed  maphash.Seed // hash's: random per limiter
+	cells *cells       // the floors, and how to retire a state
 	src   timebase.Source
 	def   *Tier // the default tier: SetRule changes it
 	fast  bool  // the rule is one GCRA band: the inlined path
@@ -75,33 +101,7 @@ type Keyed[K comparable] struct {
 	setMu     sync.Mutex                    // serialises SetKeyRule and ClearKeyRule
 }
 
-// cell is one key's state and its tier: 16 bytes. Its word is the state of
-// a one-word rule (for GCRA an atomicbucket.Bucket's), and the first word of
-// a wider one, whose other words a wideCell holds.
-type cell struct {
-	word atomic.Uint64
-	tier atomic.Pointer[Tier]
-}
-
-// bucket is the cell's word as a GCRA bucket.
-func (c *cell) bucket() *algo.Bucket { return algo.BucketOf(&c.word) }
-
-// isRetired reports whether the cell's word holds a retired bucket.
-func (c *cell) isRetired() bool { return c.word.Load() == uint64(algo.RetiredTAT) }
-
-// wideCell is a cell for a rule wider than one word: rest holds its words
-// after the first. Every cell of a limiter has the same shape: the rules of
-// all its tiers are compatible, so they have the same width (see
-// cells.state).
-type wideCell struct {
-	cell
-	rest []atomic.Uint64
-}
-
-// rule returns the rule the cell's next decision uses.
-func (c *cell) rule() *rule { return c.tier.Load().cur.Load() }
-
-// ruleOf is c.rule() for the hot path. While no key can be off the default
+// ruleOf is cells.rule(c) for the hot path. While no key can be off the default
 // tier (tiered unset), it is the default tier's rule, read without touching
 // c: a hot key's cell shares its line between its tier pointer and its word,
 // and the admissions of other cores keep taking that line away, so reading
@@ -113,8 +113,12 @@ func (k *Keyed[K]) ruleOf(c *cell) *rule {
 	if !k.tiered.Load() {
 		return k.def.cur.Load()
 	}
-	return c.rule()
+	return k.cells.rule(c)
 }
+
+// hash is key's seeded hash, what the map holds for it: no copy of the key
+// is kept (see "Memory" in the Keyed doc).
+func (k *Keyed[K]) hash(key K) uint64 { return maphash.Comparable(k.seed, key) }
 
 // NewKeyed returns a Keyed limiter whose keys get spec unless a tier says
 // otherwise. Unless WithSweepInterval(0) is given, it starts a background
@@ -131,18 +135,19 @@ func NewKeyedRule[K comparable](spec Rule, opts ...Option) (*Keyed[K], error) {
 	if !cfg.keyed.ShardsValid() {
 		return nil, fmt.Errorf("%w: WithShards(%d): must be in [0, %d]", ErrOption, cfg.keyed.Shards, keyed.MaxShards)
 	}
-	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier]()}
+	k := &Keyed[K]{overrides: xsync.NewMapOf[K, *Tier](), seed: maphash.MakeSeed()}
 	k.src = newSource(&cfg, k)
 	k.cells = &cells{src: k.src}
 	def, err := newTier(k.src, k.src.Now(), nil, spec, &k.cells.reach)
 	if err != nil {
 		return nil, err
 	}
+	k.cells.register(def)
 	first := def.cur.Load()
 	def.def = first
 	k.def, k.fast = def, first.gcra
 	k.cells.words, k.cells.bands, k.cells.gcra = first.set.Words(), first.set.Len(), first.gcra
-	k.st = keyed.New[K, *cell](cfg.keyed, k.src, k.cells)
+	k.st = keyed.NewHashed[*cell](cfg.keyed, k.src, k.cells)
 	k.m = k.st.Map
 	k.hook, k.hookName = cfg.hook, cfg.keyed.HookName
 	keyed.Start(k, k.st)
@@ -221,7 +226,7 @@ func (k *Keyed[K]) reportDecision(n int, d gcra.Decision, full bool) {
 }
 
 func (k *Keyed[K]) allow(key K, now int64, n int) bool {
-	if c, ok := k.m.Load(key); ok {
+	if c, ok := k.m.Load(k.hash(key)); ok {
 		var ok bool
 		if k.fast {
 			// The bucket's first attempt inlines here (TestFastPathInlines).
@@ -274,7 +279,7 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 		if c == nil {
 			return d.Allowed // refused, or a request no state could admit
 		}
-		r := c.rule()
+		r := k.cells.rule(c)
 		if r.set.Admit(k.cells.state(c), now, n) {
 			return true
 		}
@@ -285,8 +290,8 @@ func (k *Keyed[K]) allowSlow(key K, now int64, n int) bool {
 }
 
 func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
-	if c, ok := k.m.Load(key); ok {
-		r := c.rule()
+	if c, ok := k.m.Load(k.hash(key)); ok {
+		r := k.cells.rule(c)
 		d, _ := r.set.Decide(k.cells.state(c), now, n, true)
 		if d.Allowed || k.settled(c, r, now) {
 			return d
@@ -323,7 +328,8 @@ func (k *Keyed[K]) peek(key K, now int64, n int) gcra.Decision {
 // admit (n < 0, or n above what the key's rule ever admits): such a request
 // inserts no key. It never returns a retired cell.
 func (k *Keyed[K]) cellFor(key K, now int64, n int) (c *cell, d gcra.Decision, full bool) {
-	if c, ok := k.m.Load(key); ok && !k.cells.IsRetired(c) {
+	h := k.hash(key)
+	if c, ok := k.m.Load(h); ok && !k.cells.IsRetired(c) {
 		return c, gcra.Decision{}, false
 	}
 	// A new key. Its tier is chosen here, outside any lock: the tier function
@@ -337,7 +343,7 @@ func (k *Keyed[K]) cellFor(key K, now int64, n int) (c *cell, d gcra.Decision, f
 		// stored nowhere, and no key created for it.
 		return nil, k.peek(key, now, n), false
 	}
-	c, ok := k.st.Cell(key, now, func() *cell { return k.newCell(key, byFunc) })
+	c, ok := k.st.Cell(h, now, func() *cell { return k.newCell(key, byFunc) })
 	if !ok {
 		d = k.refused(key, now, n)
 		return nil, d, !d.Allowed
@@ -352,18 +358,12 @@ func (k *Keyed[K]) newCell(key K, byFunc *Tier) *cell {
 	if o, ok := k.overrides.Load(key); ok {
 		t = o
 	}
-	var c *cell
-	if k.cells.words > 1 {
-		w := &wideCell{rest: make([]atomic.Uint64, k.cells.words-1)}
-		c = &w.cell
-	} else {
-		c = &cell{}
-	}
+	c := k.cells.alloc()
 	// The floors: at least what every state a sweeper retired as idle
 	// reported. Read here, after the removal of such a state for this key
 	// (which took the same bucket lock), so the sweeper's raise is visible.
 	t.cur.Load().set.Init(k.cells.state(c), k.cells.floors[:])
-	c.tier.Store(t)
+	c.tier.Store(t.id)
 	return c
 }
 
@@ -418,8 +418,8 @@ func (k *Keyed[K]) Quota(key K) Quota {
 	if !k.tiered.Load() {
 		return k.def.cur.Load().quota() // every key is on the default tier: no lookup
 	}
-	if c, ok := k.m.Load(key); ok {
-		return c.rule().quota()
+	if c, ok := k.m.Load(k.hash(key)); ok {
+		return k.cells.rule(c).quota()
 	}
 	return k.tierFor(key).cur.Load().quota()
 }
@@ -427,7 +427,11 @@ func (k *Keyed[K]) Quota(key K) Quota {
 // NewTier returns a tier for this limiter's keys (see SetTierFunc). Its rule
 // must be compatible with the limiter's (ErrIncompatible).
 func (k *Keyed[K]) NewTier(spec Rule) (*Tier, error) {
-	return newTier(k.src, k.def.start, k.def.def, spec, &k.cells.reach)
+	t, err := newTier(k.src, k.def.start, k.def.def, spec, &k.cells.reach)
+	if err == nil {
+		k.cells.register(t)
+	}
+	return t, err
 }
 
 // SetTierFunc makes f choose the tier of each key created from now on (nil,
@@ -450,12 +454,16 @@ func (k *Keyed[K]) SetTierFunc(f func(K) *Tier) {
 // be compatible with the limiter's (ErrIncompatible). It changes nothing on
 // error.
 func (k *Keyed[K]) SetKeyRule(key K, spec Rule) error {
+	k.setMu.Lock()
+	defer k.setMu.Unlock()
+	if t, ok := k.overrides.Load(key); ok {
+		return t.SetRule(spec) // the key's own tier already: its rule changes
+	}
 	t, err := newTier(k.src, k.def.start, k.def.def, spec, &k.cells.reach)
 	if err != nil {
 		return err
 	}
-	k.setMu.Lock()
-	defer k.setMu.Unlock()
+	k.cells.register(t)
 	// First the flag (Quota then looks keys up); then record the override,
 	// so that a cell created from now on reads it; then update the cell
 	// that may already exist. A cell created between the two steps read the
@@ -482,7 +490,7 @@ func (k *Keyed[K]) ClearKeyRule(key K) {
 // inserts, so either it ran first and the update finds its cell, or it runs
 // after and reads the override change that the caller made before retier.
 func (k *Keyed[K]) retier(key K, t *Tier) {
-	k.m.Update(key, func(c *cell) { c.tier.Store(t) })
+	k.m.Update(k.hash(key), func(c *cell) { c.tier.Store(t.id) })
 }
 
 // Sweep removes every key that is idle now and returns how many it retired.
@@ -511,89 +519,3 @@ type Stats struct {
 
 // Stats returns the limiter's counters.
 func (k *Keyed[K]) Stats() Stats { return Stats(k.st.Stats()) }
-
-// cells tells the key store how to evict cells, and holds the floors new
-// states start from. It holds no reference to the Keyed limiter.
-type cells struct {
-	words int  // state words per key
-	bands int  // bands per rule
-	gcra  bool // one GCRA band: the bucket's own retired state
-	// src is a copy of the limiter's clock (not a pointer into the limiter:
-	// the sweeper reaches the cells), read by forget.
-	src timebase.Source
-
-	// Retirements write the floors; decisions read the fields above (a
-	// denial's IsRetired, a wide rule's state): the padding keeps them on
-	// different cache lines, so that a sweep does not make decisions on
-	// other cores fetch their line again (false sharing).
-	//lint:ignore U1000 prevents false sharing
-	_ [cacheLine]byte
-	// floors[i] is at least the floor of band i of every state retired as
-	// idle; new states start from them. Each only grows (algo.Set.raise).
-	floors [algo.MaxBands]atomic.Uint64
-	// reach is how far ahead of the clock a state of the limiter can be
-	// idle: the largest far of the rules it has held (raised by each tier
-	// before it decides under a rule), and of B·T + the wait of its
-	// reservations (raised by each before it stores). Only grows.
-	reach atomic.Int64
-}
-
-// suspect reports whether a denial at now on c, under its rule r, needs a
-// second look: c is retired, or its state is idle more than r.far after
-// now (then forget decides). Loads only.
-func (g *cells) suspect(c *cell, r *rule, now int64) bool {
-	if g.gcra {
-		tat := int64(c.word.Load())
-		return tat == algo.RetiredTAT || tat-now > r.far
-	}
-	from, live := r.set.IdleFrom(g.state(c))
-	return !live || from-now > r.far
-}
-
-// forget retires c, raising no floor, if a request at now, a time within
-// reach of the clock, finds c's state idle later than any decision at now
-// or at the clock could have made it (see "Clocks that jump" in the
-// package doc): the key starts again as a new key. It reports whether it
-// retired c.
-func (g *cells) forget(c *cell, now int64) bool {
-	return c.rule().set.RetireFar(g.state(c), now, g.src.GiveBack(), &g.reach)
-}
-
-// RetireFar is forget for the store's sweeps, which know when c becomes
-// idle (from): it reads the clock only for a state idle later than
-// now + reach.
-func (g *cells) RetireFar(c *cell, from, now int64) bool {
-	return from-now > g.reach.Load() && g.forget(c, now)
-}
-
-// state is c's state. A limiter's cells all have one shape (see wideCell):
-// with more than one word, c is the cell of a wideCell.
-func (g *cells) state(c *cell) algo.State {
-	if g.words == 1 {
-		return algo.State{Word: &c.word}
-	}
-	// c is &w.cell for a wideCell w (newCell allocates them so), and cell is
-	// wideCell's first field: the conversion recovers w.
-	return algo.State{Word: &c.word, Rest: (*wideCell)(unsafe.Pointer(c)).rest}
-}
-
-func (g *cells) RetireIdle(c *cell, now int64) bool {
-	return c.rule().set.RetireIdle(g.state(c), g.floors[:g.bands], now)
-}
-
-func (g *cells) IdleFrom(c *cell) (int64, bool) { return c.rule().set.IdleFrom(g.state(c)) }
-
-func (g *cells) RetireStale(c *cell, limit, now int64) (retired, idle bool) {
-	return c.rule().set.RetireStale(g.state(c), g.floors[:g.bands], limit, now)
-}
-
-func (g *cells) IsRetired(c *cell) bool {
-	if g.gcra {
-		return c.isRetired() // the bucket's word, without the rule
-	}
-	return c.rule().set.IsRetired(g.state(c))
-}
-
-// cacheLine is the size the padding assumes: 64 bytes on amd64 and most
-// arm64 cores (xsync and the runtime use the same figure).
-const cacheLine = 64

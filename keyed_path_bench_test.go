@@ -55,11 +55,11 @@ func benchKeyedPath[K comparable](b *testing.B, name string, keys []K) {
 	plain := xsync.NewMapOf[K, *cell]()
 	for _, key := range keys {
 		k.Allow(key)
-		plain.Store(key, new(cell))
+		plain.Store(key, k.cells.alloc())
 	}
 	seed := maphash.MakeSeed()
-	c, _ := k.m.Load(keys[0])
-	p := &c.rule().g
+	c, _ := k.m.Load(k.hash(keys[0]))
+	p := &k.cells.rule(c).g
 	var acc uint64
 	run := func(step string, f func(b *testing.B)) {
 		b.Run(fmt.Sprintf("key=%s/step=%s", name, step), func(b *testing.B) {
@@ -86,7 +86,7 @@ func benchKeyedPath[K comparable](b *testing.B, name string, keys []K) {
 	})
 	run("map-load", func(b *testing.B) {
 		for i := range b.N {
-			if _, ok := k.m.Load(keys[i&1023]); ok {
+			if _, ok := k.m.Load(k.hash(keys[i&1023])); ok {
 				acc++
 			}
 		}

@@ -38,12 +38,12 @@ func BenchmarkKeyedSteps(b *testing.B) {
 		step func(key string) bool
 	}{
 		{"allow", func(key string) bool { return k.Allow(key) }},
-		{"lookup", func(key string) bool { _, ok := k.m.Load(key); return ok }},
-		{"lookup+params", func(key string) bool { c, _ := k.m.Load(key); return c.rule().g.Burst() > 0 }},
-		{"lookup+params+clock", func(key string) bool { c, _ := k.m.Load(key); return c.rule().g.Burst() > 0 && k.src.Now() > 0 }},
+		{"lookup", func(key string) bool { _, ok := k.m.Load(k.hash(key)); return ok }},
+		{"lookup+params", func(key string) bool { c, _ := k.m.Load(k.hash(key)); return k.cells.rule(c).g.Burst() > 0 }},
+		{"lookup+params+clock", func(key string) bool { c, _ := k.m.Load(k.hash(key)); return k.cells.rule(c).g.Burst() > 0 && k.src.Now() > 0 }},
 		{"lookup+params+clock+cas", func(key string) bool {
-			c, _ := k.m.Load(key)
-			ok := c.bucket().AllowN(&c.rule().g, k.src.Now(), 1)
+			c, _ := k.m.Load(k.hash(key))
+			ok := c.bucket().AllowN(&k.cells.rule(c).g, k.src.Now(), 1)
 			return ok
 		}},
 		{"clock", func(string) bool { return k.src.Now() > 0 }},

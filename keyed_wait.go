@@ -54,7 +54,7 @@ func (k *Keyed[K]) reserve(key K, now int64, n int, maxWait int64) (Reservation,
 			}
 			return Reservation{}, int64(d.RetryAfter), fmt.Errorf("%w: limit %d reached", ErrTooManyKeys, k.m.Limit())
 		}
-		rl := c.rule()
+		rl := k.cells.rule(c)
 		if k.cells.suspect(c, rl, now) && !k.settled(c, rl, now) {
 			continue // retired, or forgotten: reserve on the key's new cell
 		}

@@ -9,7 +9,7 @@ import (
 // line away from the fields decisions read, whatever the alignment.
 func TestFloorsApart(t *testing.T) {
 	var g cells
-	lastRead := unsafe.Offsetof(g.gcra) + unsafe.Sizeof(g.gcra)
+	lastRead := unsafe.Offsetof(g.tiers) + unsafe.Sizeof(g.tiers)
 	if d := unsafe.Offsetof(g.floors) - lastRead; d < cacheLine {
 		t.Errorf("floors are %d bytes after the read fields, want ≥ %d", d, cacheLine)
 	}

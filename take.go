@@ -113,7 +113,7 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	if k.fast && k.hook == nil {
 		// A key already held under GCRA: one lookup and the bucket's
 		// CompareAndSwap, written out here so that nothing is copied twice.
-		if c, ok := k.m.Load(key); ok {
+		if c, ok := k.m.Load(k.hash(key)); ok {
 			var t algo.Taken
 			r := k.ruleOf(c)
 			d, t = c.bucket().TakeN(&r.g, now, n)
@@ -157,7 +157,7 @@ func (k *Keyed[K]) takeQuota(ctx context.Context, key K, n int) (Decision, Recei
 	if k.fast && k.hook == nil {
 		// Take's fast path, keeping the rule that decided.
 		now := k.src.Now()
-		if c, ok := k.m.Load(key); ok {
+		if c, ok := k.m.Load(k.hash(key)); ok {
 			r := k.ruleOf(c)
 			d, t := c.bucket().TakeN(&r.g, now, n)
 			if d.Allowed {
@@ -220,7 +220,7 @@ func (k *Keyed[K]) take(key K, now int64, n int) (gcra.Decision, Receipt, bool) 
 		if c == nil {
 			return d, Receipt{}, full
 		}
-		r := c.rule()
+		r := k.cells.rule(c)
 		var t algo.Taken
 		if k.fast {
 			d, t = c.bucket().TakeN(&r.g, now, n)
@@ -258,11 +258,11 @@ func (k *Keyed[K]) Refund(_ context.Context, key K, n int, r Receipt) (bool, err
 	if r.state == nil || n < 1 {
 		return false, nil
 	}
-	c, ok := k.m.Load(key)
+	c, ok := k.m.Load(k.hash(key))
 	if !ok {
 		return false, nil // removed: it was idle, so it held nothing of the admission
 	}
-	cur := c.rule()
+	cur := k.cells.rule(c)
 	t, ok := r.taken(c, cur)
 	if !ok {
 		// Another state (the key was replaced, or another limiter's

@@ -28,6 +28,7 @@ type Tier struct {
 	// reach is the limiter's (cells.reach), raised by every rule the tier
 	// takes before any decision under it.
 	reach *atomic.Int64
+	id    uint64 // its index in the limiter's tiers, which its keys' cells hold
 }
 
 func newTier(src timebase.Source, start int64, def *rule, spec Rule, reach *atomic.Int64) (*Tier, error) {

@@ -36,6 +36,7 @@ type Map[K comparable, V comparable] struct {
 	pre    []*xsync.MapOf[hkey[K], V] // the shards when prehashed; else nil
 	shift  uint                       // 64 − log2(shard count): the hash's top bits pick the shard
 	seed   maphash.Seed               // random per map: keys cannot be chosen to collide
+	hashed bool                       // the keys are hashes already (NewHashed): used as they are
 	limit  int64                      // size bound; 0 means none
 
 	// Every insertion and removal writes size, and every sweep step cursor:
@@ -69,19 +70,41 @@ func hkeyHash[K comparable](k hkey[K], _ uint64) uint64 { return k.hash }
 
 // New returns an empty map configured by opts.
 func New[K comparable, V comparable](opts ...Option) *Map[K, V] {
+	return newMap[K, V](opts, false)
+}
+
+// NewHashed returns an empty map whose keys are hashes already: uniformly
+// distributed words, such as a seeded hash of the caller's own key
+// (hash/maphash.Comparable). It hashes them no further (the top bits pick
+// the shard, the others the MapOf bucket), and an entry holds no key of the
+// caller's: two keys of the caller's with the same hash are one key here.
+func NewHashed[V comparable](opts ...Option) *Map[uint64, V] {
+	return newMap[uint64, V](opts, true)
+}
+
+func newMap[K comparable, V comparable](opts []Option, hashed bool) *Map[K, V] {
 	cfg := config{shards: defaultShards}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	n := 1 << bits.Len(uint(min(max(cfg.shards, 1), maxShards)-1)) // next power of two
 	m := &Map[K, V]{
-		shift: uint(64 - bits.TrailingZeros(uint(n))),
-		seed:  maphash.MakeSeed(),
-		limit: int64(max(cfg.limit, 0)),
+		shift:  uint(64 - bits.TrailingZeros(uint(n))),
+		seed:   maphash.MakeSeed(),
+		hashed: hashed,
+		limit:  int64(max(cfg.limit, 0)),
 	}
 	var mapOpts []func(*xsync.MapConfig)
 	if cfg.presize > 0 {
 		mapOpts = append(mapOpts, xsync.WithPresize(shardShare(cfg.presize, n)))
+	}
+	if hashed {
+		// K is uint64 (NewHashed): each shard takes the key as its hash.
+		m.shards = make([]*xsync.MapOf[K, V], n)
+		for i := range m.shards {
+			m.shards[i] = xsync.NewMapOfWithHasher[K, V](keyAsHash[K], mapOpts...)
+		}
+		return m
 	}
 	if prehashFree[K, V]() {
 		m.pre = make([]*xsync.MapOf[hkey[K], V], n)
@@ -142,7 +165,16 @@ func shardShare(total, n int) int {
 	return int(mean+4*math.Sqrt(mean*(1-1/float64(n)))) + 1
 }
 
-func (m *Map[K, V]) hash(k K) uint64 { return maphash.Comparable(m.seed, k) }
+func (m *Map[K, V]) hash(k K) uint64 {
+	if m.hashed {
+		return keyAsHash(k, 0)
+	}
+	return maphash.Comparable(m.seed, k)
+}
+
+// keyAsHash is the hash of a key that is one already: a NewHashed map's
+// uint64 key, as it is.
+func keyAsHash[K comparable](k K, _ uint64) uint64 { return *(*uint64)(unsafe.Pointer(&k)) }
 
 // Load returns the value stored for key. It takes no lock and allocates
 // nothing.

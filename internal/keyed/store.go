@@ -212,14 +212,28 @@ type recentCell[K comparable, C comparable] struct {
 // New returns an empty Store (cfg must be Valid). Call Start to run the
 // background sweeper.
 func New[K comparable, C comparable](cfg Config, src timebase.Source, cells Cells[C]) *Store[K, C] {
-	// A bound also presizes: the map never grows (a growth copies a shard
-	// while requests for its new keys wait), and a full map holds that
-	// table anyway.
+	return assemble(shardmap.New[K, C](mapOptions(cfg)...), cfg, src, cells)
+}
+
+// NewHashed is New for keys that are hashes already (shardmap.NewHashed):
+// a keyed limiter's seeded hashes of its users' keys.
+func NewHashed[C comparable](cfg Config, src timebase.Source, cells Cells[C]) *Store[uint64, C] {
+	return assemble(shardmap.NewHashed[C](mapOptions(cfg)...), cfg, src, cells)
+}
+
+// mapOptions are the map's options for cfg. A bound also presizes: the map
+// never grows (a growth copies a shard while requests for its new keys
+// wait), and a full map holds that table anyway.
+func mapOptions(cfg Config) []shardmap.Option {
 	opts := []shardmap.Option{shardmap.WithLimit(cfg.MaxKeys), shardmap.WithPresize(min(cfg.MaxKeys, maxPresize))}
 	if cfg.Shards > 0 {
 		opts = append(opts, shardmap.WithShards(cfg.Shards))
 	}
-	s := &Store[K, C]{Map: shardmap.New[K, C](opts...), cells: cells, src: src, cfg: cfg}
+	return opts
+}
+
+func assemble[K comparable, C comparable](m *shardmap.Map[K, C], cfg Config, src timebase.Source, cells Cells[C]) *Store[K, C] {
+	s := &Store[K, C]{Map: m, cells: cells, src: src, cfg: cfg}
 	s.room.lowered.Store(math.MaxInt64)
 	return s
 }
