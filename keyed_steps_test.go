@@ -40,7 +40,10 @@ func BenchmarkKeyedSteps(b *testing.B) {
 		{"allow", func(key string) bool { return k.Allow(key) }},
 		{"lookup", func(key string) bool { _, ok := k.m.Load(k.hash(key)); return ok }},
 		{"lookup+params", func(key string) bool { c, _ := k.m.Load(k.hash(key)); return k.cells.rule(c).g.Burst() > 0 }},
-		{"lookup+params+clock", func(key string) bool { c, _ := k.m.Load(k.hash(key)); return k.cells.rule(c).g.Burst() > 0 && k.src.Now() > 0 }},
+		{"lookup+params+clock", func(key string) bool {
+			c, _ := k.m.Load(k.hash(key))
+			return k.cells.rule(c).g.Burst() > 0 && k.src.Now() > 0
+		}},
 		{"lookup+params+clock+cas", func(key string) bool {
 			c, _ := k.m.Load(k.hash(key))
 			ok := c.bucket().AllowN(&k.cells.rule(c).g, k.src.Now(), 1)
