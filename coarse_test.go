@@ -34,12 +34,13 @@ func TestCoarseClockUnderAdmission(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("T=%v/tick=%v/B=%d", tc.interval, tc.tick, tc.burst), func(t *testing.T) {
 			require.GreaterOrEqual(t, time.Duration(tc.burst-1)*tc.interval, tc.tick, "test case outside the guarantee")
-			coarse, exact, clk, reading := coarsePair(t, tc.interval, tc.burst)
+			coarse, exact, clk, reading, tick := coarsePair(t, tc.interval, tc.burst)
 			maxLag := int64((tc.tick + tc.interval - 1) / tc.interval) // ⌈δ/T⌉
 			var nCoarse, nExact, worst int64
 			for real := time.Duration(0); real < 40*tc.tick+50*tc.interval; real += tc.interval / 7 {
 				clk.Set(real)
-				reading.Store(int64(real - real%tc.tick))
+				reading.Store(int64(real - real%tc.tick)) // the ticker, on time
+				tick.Store(reading.Load())
 				nCoarse += drain(coarse)
 				nExact += drain(exact)
 				require.LessOrEqual(t, nCoarse, nExact, "at %v: the coarse clock admitted more", real)
@@ -60,7 +61,7 @@ func TestCoarseClockUnderAdmission(t *testing.T) {
 func TestCoarseClockStalledTicker(t *testing.T) {
 	for _, burst := range []int{20, 100} {
 		t.Run(fmt.Sprintf("B=%d", burst), func(t *testing.T) {
-			coarse, exact, clk, _ := coarsePair(t, 100*time.Microsecond, burst)
+			coarse, exact, clk, _, _ := coarsePair(t, 100*time.Microsecond, burst)
 			var nCoarse, nExact int64
 			for real := time.Duration(0); real < 200*time.Millisecond; real += 10 * time.Microsecond {
 				clk.Set(real) // the reading is never advanced: the ticker cannot run
@@ -96,13 +97,13 @@ func TestCoarseClockSmallBucketIsRejected(t *testing.T) {
 // coarsePair returns a limiter on a hand-driven coarse reading and an exact
 // one on a fake clock, both with limit Every(interval) and the burst; the
 // coarse one's precise clock (its refresh) is the fake clock.
-func coarsePair(t *testing.T, interval time.Duration, burst int) (coarse, exact *atomiclimit.Limiter, clk *fakeClock, reading *atomic.Int64) {
-	reading = new(atomic.Int64)
+func coarsePair(t *testing.T, interval time.Duration, burst int) (coarse, exact *atomiclimit.Limiter, clk *fakeClock, reading, tick *atomic.Int64) {
+	reading, tick = new(atomic.Int64), new(atomic.Int64) // the ticker ran at 0
 	clk = newFakeClock()
 	fresh := func() int64 { return int64(clk.Now().Sub(clk.At(0))) }
-	coarse = newLimiter(t, gcra.Every(interval), burst, atomiclimit.WithSource(timebase.ManualCoarse(reading, fresh)))
+	coarse = newLimiter(t, gcra.Every(interval), burst, atomiclimit.WithSource(timebase.ManualCoarse(reading, tick, fresh)))
 	exact = newLimiter(t, gcra.Every(interval), burst, atomiclimit.WithClock(clk))
-	return coarse, exact, clk, reading
+	return coarse, exact, clk, reading, tick
 }
 
 // drain takes tokens one at a time until the limiter denies.

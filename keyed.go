@@ -172,7 +172,7 @@ func (k *Keyed[K]) Allow(key K) bool {
 // reading now denied (see timebase.Source.Refresh): a lagging ticker costs
 // a denial one precise clock read, and no admissions.
 func (k *Keyed[K]) allowFresh(key K, now int64, n int) bool {
-	if t, later := k.src.Refresh(now); later {
+	if t, later := k.src.Recheck(now); later {
 		return k.allow(key, t, n)
 	}
 	return false
@@ -197,7 +197,7 @@ func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
 func (k *Keyed[K]) allowReported(key K, now int64, n int, fresh bool) bool {
 	d, _, full := k.take(key, now, n)
 	if !d.Allowed && fresh {
-		if t, later := k.src.Refresh(now); later {
+		if t, later := k.src.Recheck(now); later {
 			d, _, full = k.take(key, t, n)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // denial (and a give-back) reads.
 func coarseKeyed(t testing.TB, rule atomiclimit.Rule, reading, fresh *atomic.Int64, hook bool) *atomiclimit.Keyed[string] {
 	t.Helper()
-	opts := []atomiclimit.Option{atomiclimit.WithSource(timebase.ManualCoarse(reading, fresh.Load)), atomiclimit.WithSweepInterval(0)}
+	opts := []atomiclimit.Option{atomiclimit.WithSource(timebase.ManualCoarse(reading, nil, fresh.Load)), atomiclimit.WithSweepInterval(0)}
 	if hook {
 		opts = append(opts, atomiclimit.WithHook("p", &atomiclimit.Hook{}))
 	}

@@ -142,7 +142,7 @@ func (l *Limiter) allowAgain(r *rule, now int64, n int, fresh bool) bool {
 		return l.allowOnce(l.rule.Load(), now, n)
 	}
 	if fresh {
-		if t, later := l.src.Refresh(now); later {
+		if t, later := l.src.Recheck(now); later {
 			return l.allowOnce(l.rule.Load(), t, n)
 		}
 	}
@@ -203,7 +203,7 @@ func (l *Limiter) Take(n int) gcra.Decision {
 	now := l.src.Now()
 	d := l.decide(now, n, false)
 	if !d.Allowed && l.src.IsCoarse() {
-		if t, later := l.src.Refresh(now); later {
+		if t, later := l.src.Recheck(now); later {
 			d = l.decide(t, n, false) // see allowAgain
 		}
 	}

@@ -135,7 +135,7 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	}
 	d, r, full := k.take(key, now, n)
 	if !d.Allowed && k.src.IsCoarse() {
-		if t, later := k.src.Refresh(now); later {
+		if t, later := k.src.Recheck(now); later {
 			d, r, full = k.take(key, t, n) // see allowFresh
 		}
 	}

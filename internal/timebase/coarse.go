@@ -17,7 +17,8 @@ const CoarseTick = time.Millisecond
 // goroutine, acquire (under mu, before any Source reads it), and a denial
 // that refreshes it (Source.Refresh).
 type coarseClock struct {
-	now atomic.Int64
+	now  atomic.Int64
+	tick atomic.Int64 // the reading the ticker stored last (Source.Recheck)
 
 	mu   sync.Mutex // guards the fields below; never taken on a read
 	refs int
@@ -35,7 +36,7 @@ var coarse coarseClock
 func Coarse() (Source, func()) {
 	coarse.acquire()
 	var once sync.Once
-	return Source{mode: modeCoarse, coarse: &coarse.now, epoch: processEpoch},
+	return Source{mode: modeCoarse, coarse: &coarse.now, tick: &coarse.tick, epoch: processEpoch},
 		func() { once.Do(coarse.release) }
 }
 
@@ -73,7 +74,13 @@ func (c *coarseClock) run(stop, done chan struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			raise(&c.now, int64(time.Since(processEpoch)))
+			// First the reading, then the mark that the ticker stored it: a
+			// denial that sees both equal knows the ticker ran. (If a
+			// denial raised the reading past it, they differ until the
+			// next tick, and denials read the precise clock meanwhile.)
+			now := int64(time.Since(processEpoch))
+			raise(&c.now, now)
+			c.tick.Store(now)
 		}
 	}
 }
@@ -98,8 +105,9 @@ func CoarseRunning() bool {
 }
 
 // ManualCoarse returns a Source in coarse mode that reads now, which the
-// caller advances, and refreshes it from fresh: tests use it to drive the
-// coarse path tick by tick.
-func ManualCoarse(now *atomic.Int64, fresh func() int64) Source {
-	return Source{mode: modeCoarse, coarse: now, fresh: fresh, epoch: processEpoch}
+// caller advances as the ticker would, storing each tick's reading in tick
+// too (nil: no ticker, every denial reads fresh), and refreshes it from
+// fresh: tests use it to drive the coarse path tick by tick.
+func ManualCoarse(now, tick *atomic.Int64, fresh func() int64) Source {
+	return Source{mode: modeCoarse, coarse: now, tick: tick, fresh: fresh, epoch: processEpoch}
 }

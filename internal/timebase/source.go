@@ -4,6 +4,7 @@
 package timebase
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -38,9 +39,13 @@ const (
 type Source struct {
 	mode   mode
 	coarse *atomic.Int64 // modeCoarse: the cached reading, on processEpoch's base
-	fresh  func() int64  // modeCoarse: a precise reading for Refresh (nil: time.Since(epoch))
-	clock  Clock         // modeClock
-	epoch  time.Time     // processEpoch, or the injected clock's time at construction
+	// modeCoarse: the reading the ticker stored at its last tick (nil: it
+	// never ran). While the cached reading is still that one, the ticker
+	// ran on time and a denial's Recheck mostly skips the precise clock.
+	tick  *atomic.Int64
+	fresh func() int64 // modeCoarse: a precise reading for Refresh (nil: time.Since(epoch))
+	clock Clock        // modeClock
+	epoch time.Time    // processEpoch, or the injected clock's time at construction
 }
 
 // Monotonic returns the default Source: time.Since(epoch), monotonic only.
@@ -83,14 +88,42 @@ func (s *Source) Refresh(now int64) (int64, bool) {
 	} else {
 		t = int64(time.Since(s.epoch))
 	}
-	// Raise the shared reading only when it lags by more than a tick (the
-	// ticker is stalled): a flood of denials on a ticker that runs on time
-	// then writes nothing that every core's reads would have to fetch.
-	if t-s.coarse.Load() > int64(CoarseTick) {
+	// Raise the shared reading only when it lags by more than two ticks (the
+	// ticker is stalled, not merely late: a timer wakes up to a tick late on
+	// a busy machine): a flood of denials on a ticker that runs then writes
+	// nothing that every core's reads would have to fetch, and the reading
+	// stays the ticker's own (see Recheck).
+	if t-s.coarse.Load() > stalled {
 		raise(s.coarse, t)
 	}
 	return t, t > now
 }
+
+// Recheck is Refresh for a denial, at about the cost of the coarse clock
+// while its ticker runs: when the cached reading is the one the ticker
+// stored at its last tick, one denial in recheckEvery, chosen at random,
+// reads the precise clock, and the others decide at the reading as it is.
+// A ticker that stalls is found out within about that many denials (one
+// finds the reading lagging by more than a tick and raises it); from then
+// on the reading is a denial's, not the ticker's, and every denial reads
+// the precise clock, as Refresh does, until the ticker runs again. A flood
+// of denials thus writes nothing and reads one clock in recheckEvery.
+func (s *Source) Recheck(now int64) (int64, bool) {
+	if s.mode != modeCoarse {
+		return now, false
+	}
+	if s.tick != nil && s.coarse.Load() == s.tick.Load() && rand.Uint32()%recheckEvery != 0 {
+		return now, false // the ticker's own reading: it ran at its last tick
+	}
+	return s.Refresh(now)
+}
+
+// stalled is how far the coarse reading must lag for a Refresh to raise it.
+const stalled = 2 * int64(CoarseTick)
+
+// recheckEvery is how many denials at the ticker's reading share one
+// precise clock read, on average.
+const recheckEvery = 64
 
 // Precise is Now, but for a coarse Source a fresh reading (Refresh's): for
 // the calls that turn a reading into a wait (Reserve, Wait), where a lagging
