@@ -123,7 +123,7 @@ func outageClient(t *testing.T, s *server) *redis.Client {
 // waitRedis polls until l reaches Redis again after a restart (the server
 // answers PING already; this waits for l's own client to get a connection).
 // The probe key is one the test does not use otherwise.
-func waitRedis(t *testing.T, l *redislimit.Limiter) {
+func waitRedis(t *testing.T, l *redislimit.Limiter[string]) {
 	t.Helper()
 	waitFor(t, "the limiter to reach redis again", func() bool {
 		_, err := l.Peek(context.Background(), "probe", 1)

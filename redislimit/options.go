@@ -16,6 +16,7 @@ type config struct {
 	outage    Outage
 	cacheSize int
 	cacheSet  bool
+	keyFunc   any          // WithKeyFunc's func(K) string (keys.go)
 	robust    robustConfig // options_robust.go
 }
 
@@ -24,8 +25,9 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithKeyPrefix sets the prefix of every Redis key (DefaultKeyPrefix
-// otherwise). Limiters with different limits on the same keys need
-// different prefixes: a key's state means nothing under another limit.
+// otherwise): the Redis key is the prefix and the key (Limiter.Key).
+// Limiters with different limits on the same keys need different prefixes:
+// a key's state means nothing under another limit.
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) { c.prefix = prefix })
 }
@@ -80,8 +82,10 @@ func WithOverLimitCache(size int) Option {
 // timeout passed. Use FailClosed, FailOpen or FallbackTo; the zero Outage is
 // invalid.
 type Outage struct {
-	kind  outageKind
-	local *atomiclimit.Keyed[string]
+	kind outageKind
+	// local is FallbackTo's *atomiclimit.Keyed[K], for the K of the Limiter
+	// it is given to (checked by NewKeyed).
+	local any
 }
 
 type outageKind uint8
@@ -109,8 +113,10 @@ var (
 // of one process (say Per(rate/N, period)). Admissions made locally are not
 // written to Redis; when Redis is back, its buckets carry on from where they
 // were (a server restarted without persistence has lost them: every bucket
-// is full again). The caller owns k (its sweeper, Close).
-func FallbackTo(k *atomiclimit.Keyed[string]) Outage {
+// is full again). The caller owns k (its sweeper, Close). k's key type is
+// the Limiter's (ErrInvalidOutage otherwise): the policy moves between the
+// two with its keys.
+func FallbackTo[K comparable](k *atomiclimit.Keyed[K]) Outage {
 	return Outage{kind: outageFallback, local: k}
 }
 
