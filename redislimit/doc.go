@@ -76,6 +76,33 @@
 // atomiclimit.Keyed limiter. The call's error says that Redis did not
 // decide, and why (it wraps ErrUnavailable and the cause).
 //
+// go-redis's defaults are a client's, not a limiter's: with them and no
+// WithTimeout, a request waited 1.7s while Redis refused connections (4
+// attempts of 5 dials each, with backoffs) and 5s while it did not answer
+// (ReadTimeout; 10s for the first request). A limiter's client wants
+//
+//	rdb := redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		ContextTimeoutEnabled: true, // WithTimeout's deadline reaches the connection
+//		MaxRetries:            -1,   // no retry: it would sleep until the deadline
+//		DialerRetries:         1,    // one dial: a refused one fails at once
+//	})
+//	lim, err := redislimit.NewKeyed[netip.Prefix](rdb, limit, burst,
+//		redislimit.WithTimeout(50*time.Millisecond),
+//		redislimit.WithOutage(redislimit.FallbackTo(local)),
+//		redislimit.WithBreaker(5, time.Second))
+//
+// WithTimeout's deadline then bounds the whole call: the wait for a pooled
+// connection, the dial, the write, the read and the EVAL after a NOSCRIPT,
+// so that DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout (5s, 5s,
+// 5s and 6s by default) only cap it. Measured on 2 cores (TestOutageLatency
+// asserts a bound of 1s): a request takes 0.1ms while Redis refuses
+// connections, and 51ms while it is paused (SIGSTOP: connections open,
+// nothing answered), 64 at once included; with WithBreaker, the requests
+// after the threshold do not wait at all. Without MaxRetries -1 a refused
+// request sleeps between retries until the deadline (51ms); without
+// DialerRetries 1 it waits 100ms between redials, again until the deadline.
+//
 // Only outages take the Outage policy. Every error is one of three
 // classes (errors.Is on the error of Take, Peek, Refund and Reset):
 //

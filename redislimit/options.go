@@ -43,13 +43,20 @@ func WithHashTag() Option {
 
 // WithTimeout bounds every call to Redis: after d, the Outage policy decides
 // and the call's error wraps context.DeadlineExceeded. 0, the default, sets no
-// bound beyond the caller's context and the client's own ReadTimeout and
-// WriteTimeout (3s by default in go-redis).
+// bound beyond the caller's context and the client's own timeouts (in
+// go-redis v9.22, 5s to read, with retries and redials on top: a request
+// waited 5s for a paused server and 1.7s for one that refused connections).
 //
-// go-redis applies a context's deadline to the connection only when the
-// client's ContextTimeoutEnabled is set; New rejects WithTimeout on a
+// The deadline covers the whole call: the wait for a pooled connection, the
+// dial, the write, the read, and the EVAL after a NOSCRIPT. go-redis
+// applies a context's deadline to the connection only when the client's
+// ContextTimeoutEnabled is set; New rejects WithTimeout on a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without it
-// (ErrContextTimeoutDisabled), because the bound would not hold.
+// (ErrContextTimeoutDisabled), because the bound would not hold. Set the
+// client's MaxRetries to -1 and DialerRetries to 1 as well: otherwise a
+// call to a server that refuses connections sleeps between retries and
+// redials until the deadline, instead of failing at once (the package
+// doc, "When Redis is slow or down", has the measurements).
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.timeout = d })
 }
