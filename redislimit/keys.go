@@ -125,7 +125,11 @@ func (l *Limiter[K]) Key(key K) string {
 
 // encode is Key for the kinds that are written as text or bytes: the
 // prefix, the tag's braces and the key are appended to one buffer, which
-// becomes the string without a copy.
+// becomes the string. Most keys fit a buffer on the stack, which the
+// string copies, at its own length; a longer one (a long prefix) is
+// written into a buffer on the heap that becomes the string without a
+// copy. Either way it is one allocation, but for an IPv6 zone longer than
+// the room left.
 func (l *Limiter[K]) encode(key K) string {
 	n := len(l.prefix) + 2
 	if l.keys.kind == keyBytes {
@@ -133,7 +137,21 @@ func (l *Limiter[K]) encode(key K) string {
 	} else {
 		n += maxKeyText[l.keys.kind]
 	}
-	b := make([]byte, 0, n)
+	if n <= keyStack {
+		var buf [keyStack]byte
+		return string(l.appendKey(buf[:0], key))
+	}
+	b := l.appendKey(make([]byte, 0, n), key)
+	// b is never written again: the string may share its bytes (as
+	// strings.Builder's does).
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// keyStack is the room encode writes a key into on the stack.
+const keyStack = 96
+
+// appendKey appends key's Redis key, prefix included, to b.
+func (l *Limiter[K]) appendKey(b []byte, key K) []byte {
 	b = append(b, l.prefix...)
 	if l.hashTag {
 		b = append(b, '{')
@@ -178,9 +196,7 @@ func (l *Limiter[K]) encode(key K) string {
 	if l.hashTag {
 		b = append(b, '}')
 	}
-	// b is never written again: the string may share its bytes (as
-	// strings.Builder's does).
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	return b
 }
 
 // appendAddr appends a's String form: "192.0.2.1", "2001:db8::1",
