@@ -96,7 +96,7 @@
 // connection, the dial, the write, the read and the EVAL after a NOSCRIPT,
 // so that DialTimeout, ReadTimeout, WriteTimeout and PoolTimeout (5s, 5s,
 // 5s and 6s by default) only cap it. Measured on 2 cores (TestOutageLatency
-// asserts a bound of 1s): a request takes 0.1ms while Redis refuses
+// asserts a bound of 1s): a request takes 0.1–0.3ms while Redis refuses
 // connections, and 51ms while it is paused (SIGSTOP: connections open,
 // nothing answered), 64 at once included; with WithBreaker, the requests
 // after the threshold do not wait at all. Without MaxRetries -1 a refused
