@@ -20,10 +20,10 @@ import (
 
 // A Limiter is a keyed rate limiter whose state lives in Redis: every
 // process that builds a Limiter with the same rule (New's GCRA limit and
-// burst, or NewRule's rule), key type and key prefix on the same Redis shares
-// one state per key. Each decision is one round trip (one EVALSHA); the
-// clock is Redis TIME, so the processes' clocks play no part. It is safe for
-// concurrent use.
+// burst, or NewRule's rule) and key prefix on the same Redis shares one
+// state per key, at the Redis key Key writes. Each decision is one round
+// trip (one EVALSHA); the clock is Redis TIME, so the processes' clocks play
+// no part. It is safe for concurrent use.
 //
 // A denial writes nothing in Redis. New's decisions are gcra's, with the
 // emission interval rounded up to whole microseconds (see the package doc and
