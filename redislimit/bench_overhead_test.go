@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 	"testing"
@@ -28,7 +29,10 @@ import (
 //     round trip, measured directly (on a busy machine take − evalsha is a
 //     small difference of two large, noisy figures);
 //   - op=evalsha-canned: that client's EVALSHA alone (building the
-//     *redis.Cmd), the part of take-canned that is not the door's.
+//     *redis.Cmd), the part of take-canned that is not the door's;
+//   - op=take-prefix and op=take-prefix-canned: take and take-canned on a
+//     Limiter keyed by netip.Prefix (httplimit's client address), over
+//     1000 IPv6 /64s.
 //
 // take − evalsha is the door's overhead, and take-canned − evalsha-canned
 // the same measured without a round trip; evalsha − ping is the script's
@@ -118,6 +122,41 @@ func BenchmarkRedisOverhead(b *testing.B) {
 				_, denied := v.(int64)
 				return !denied
 			}},
+		}...)
+		// The same, keyed by netip.Prefix (httplimit's client address): the
+		// key's text is written into the Redis key, which Take builds anyway.
+		prefixes := make([]netip.Prefix, len(keys))
+		for i := range prefixes {
+			prefixes[i] = netip.PrefixFrom(netip.AddrFrom16([16]byte{0: 0x20, 1: 0x01, 2: 0x0d, 3: 0xb8, 6: byte(i >> 8), 7: byte(i)}), 64)
+		}
+		lp, err := redislimit.NewKeyed[netip.Prefix](rdb, limit, burst, redislimit.WithKeyPrefix("bench:overhead:"+path+":"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		lpc, err := redislimit.NewKeyed[netip.Prefix](canned, limit, burst, redislimit.WithKeyPrefix("bench:overhead:"+path+":"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range prefixes {
+			if _, _, err := lp.Take(ctx, p, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		takePrefix := func(l *redislimit.Limiter[netip.Prefix]) func(i int) bool {
+			return func(i int) bool {
+				d, _, err := l.Take(ctx, prefixes[i%benchKeys], 1)
+				if err != nil {
+					panic(err)
+				}
+				return d.Allowed
+			}
+		}
+		ops = append(ops, []struct {
+			name string
+			op   func(i int) bool
+		}{
+			{"take-prefix", takePrefix(lp)},
+			{"take-prefix-canned", takePrefix(lpc)},
 		}...)
 		for _, g := range []int{1, 8 * runtime.GOMAXPROCS(0)} {
 			for _, o := range ops {

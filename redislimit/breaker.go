@@ -30,12 +30,12 @@ type breaker struct {
 
 // allow reports whether a call may go to Redis now, and whether it is the
 // probe (which must then report its outcome: answered, failed or abandon).
-func (b *breaker) allow(l *Limiter) (probe, ok bool) {
+func (b *breaker) allow(c *core) (probe, ok bool) {
 	until := b.openUntil.Load()
 	if until == 0 {
 		return false, true // closed
 	}
-	if l.localNow() < until {
+	if c.localNow() < until {
 		return false, false // open: skip Redis
 	}
 	// The window has passed: one call probes, the others still skip.
@@ -64,15 +64,15 @@ func (b *breaker) answered(probe bool) {
 
 // failed records an outage. A failed probe opens the breaker for another
 // window; threshold outages in a row open a closed one.
-func (b *breaker) failed(l *Limiter, probe bool) {
+func (b *breaker) failed(c *core, probe bool) {
 	if probe {
 		// First the new window, then the slot: no second probe in this one.
-		b.openUntil.Store(l.localNow() + b.window)
+		b.openUntil.Store(c.localNow() + b.window)
 		b.probing.Store(false)
 		return
 	}
 	if b.fails.Add(1) >= b.threshold {
-		b.openUntil.CompareAndSwap(0, l.localNow()+b.window)
+		b.openUntil.CompareAndSwap(0, c.localNow()+b.window)
 	}
 }
 

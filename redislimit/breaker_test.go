@@ -26,7 +26,7 @@ const admitReply = int64(1)
 
 // newBreakerLimiter returns a FailOpen limiter over srv with a breaker of
 // 3 failures and a 1s window, on a fake local clock.
-func newBreakerLimiter(t *testing.T, srv redis.Scripter, opts ...redislimit.Option) (*redislimit.Limiter, *fakeClock) {
+func newBreakerLimiter(t *testing.T, srv redis.Scripter, opts ...redislimit.Option) (*redislimit.Limiter[string], *fakeClock) {
 	opts = append([]redislimit.Option{redislimit.WithOutage(redislimit.FailOpen), redislimit.WithBreaker(3, time.Second)}, opts...)
 	l, err := redislimit.New(srv, gcra.Every(time.Hour), 2, opts...)
 	require.NoError(t, err)

@@ -57,8 +57,8 @@ import (
 // in place, so a repeated denial of a known key allocates nothing either;
 // only a key's first denial inserts (a lock on one MapOf bucket, two
 // allocations).
-type overLimitCache struct {
-	m   *xsync.MapOf[string, *cacheEntry]
+type overLimitCache[K comparable] struct {
+	m   *xsync.MapOf[K, *cacheEntry]
 	max int
 	// maxAge is how long an entry answers after its seen time (ns).
 	// Immutable once the Limiter is built.
@@ -77,7 +77,7 @@ type cacheEntry struct {
 }
 
 // answers reports whether e may still answer at local time now.
-func (c *overLimitCache) answers(e *cacheEntry, now int64) bool {
+func (c *overLimitCache[K]) answers(e *cacheEntry, now int64) bool {
 	return now-e.seen.Load() < c.maxAge
 }
 
@@ -88,15 +88,15 @@ const cacheMargin = int64(time.Microsecond)
 // sweepGap is the least time between two sweeps of a full cache.
 const sweepGap = int64(100 * time.Millisecond)
 
-func newOverLimitCache(size int) *overLimitCache {
-	c := &overLimitCache{m: xsync.NewMapOf[string, *cacheEntry](), max: size, maxAge: int64(DefaultCacheMaxAge)}
+func newOverLimitCache[K comparable](size int, maxAge int64) *overLimitCache[K] {
+	c := &overLimitCache[K]{m: xsync.NewMapOf[K, *cacheEntry](), max: size, maxAge: maxAge}
 	c.lastSweep.Store(-sweepGap)
 	return c
 }
 
 // deny returns gcra's decision for n tokens at now on key's cached TAT, and
 // true, if that decision is a denial; otherwise false (ask Redis).
-func (c *overLimitCache) deny(key string, p *gcra.Params, now int64, n int) (gcra.Decision, bool) {
+func (c *overLimitCache[K]) deny(key K, p *gcra.Params, now int64, n int) (gcra.Decision, bool) {
 	e, ok := c.m.Load(key)
 	if !ok || !c.answers(e, now) {
 		return gcra.Decision{}, false
@@ -107,7 +107,7 @@ func (c *overLimitCache) deny(key string, p *gcra.Params, now int64, n int) (gcr
 
 // denies reports whether gcra denies n tokens at now on key's cached TAT:
 // deny's answer without the rest of the decision.
-func (c *overLimitCache) denies(key string, p *gcra.Params, now int64, n int) bool {
+func (c *overLimitCache[K]) denies(key K, p *gcra.Params, now int64, n int) bool {
 	e, ok := c.m.Load(key)
 	if !ok || !c.answers(e, now) {
 		return false
@@ -119,7 +119,7 @@ func (c *overLimitCache) denies(key string, p *gcra.Params, now int64, n int) bo
 // record raises key's cached TAT to tat, a lower bound of the TAT Redis
 // holds (local clock), after a denial whose call was sent at local time
 // now, and raises its seen time to now.
-func (c *overLimitCache) record(key string, tat, now int64) {
+func (c *overLimitCache[K]) record(key K, tat, now int64) {
 	if e, ok := c.m.Load(key); ok {
 		raise(&e.tat, tat)
 		raise(&e.seen, now)
@@ -154,12 +154,12 @@ func raise(e *atomic.Int64, v int64) {
 // sweep removes the entries whose TAT ≤ now or whose age is maxAge (they
 // deny nothing any more), at most once per sweepGap, and reports whether
 // the cache has room.
-func (c *overLimitCache) sweep(now int64) bool {
+func (c *overLimitCache[K]) sweep(now int64) bool {
 	last := c.lastSweep.Load()
 	if now-last < sweepGap || !c.lastSweep.CompareAndSwap(last, now) {
 		return false
 	}
-	c.m.Range(func(key string, _ *cacheEntry) bool {
+	c.m.Range(func(key K, _ *cacheEntry) bool {
 		// Delete only if still stale: a denial may have raised it meanwhile.
 		c.m.Compute(key, func(e *cacheEntry, loaded bool) (*cacheEntry, bool) {
 			return e, !loaded || e.tat.Load() <= now || !c.answers(e, now)
@@ -171,7 +171,7 @@ func (c *overLimitCache) sweep(now int64) bool {
 
 // forget removes key's entry, after a refund or a reset lowered key's TAT
 // below what it may hold.
-func (c *overLimitCache) forget(key string) { c.m.Delete(key) }
+func (c *overLimitCache[K]) forget(key K) { c.m.Delete(key) }
 
 // len is the number of cached keys (tests).
-func (c *overLimitCache) len() int { return c.m.Size() }
+func (c *overLimitCache[K]) len() int { return c.m.Size() }

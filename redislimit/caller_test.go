@@ -66,29 +66,29 @@ const noSource = redislimit.Source(255)
 // callerOps are the calls that a caller's context can cut short, by name.
 var callerOps = []struct {
 	name string
-	call func(ctx context.Context, l *redislimit.Limiter) outcome
+	call func(ctx context.Context, l *redislimit.Limiter[string]) outcome
 }{
-	{"Allow", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Allow", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		r := l.AllowResult(ctx, "k")
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
-	{"Take-source", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Take-source", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		r := l.TakeResult(ctx, "k", 1)
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
-	{"Peek-source", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Peek-source", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		r := l.PeekResult(ctx, "k", 1)
 		return outcome{d: r.Decision, source: r.Source, err: r.Err}
 	}},
-	{"Take", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Take", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		d, receipt, err := l.Take(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err, receipt: receipt, take: true}
 	}},
-	{"Peek", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Peek", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		d, err := l.Peek(ctx, "k", 1)
 		return outcome{d: d, source: noSource, err: err}
 	}},
-	{"Refund", func(ctx context.Context, l *redislimit.Limiter) outcome {
+	{"Refund", func(ctx context.Context, l *redislimit.Limiter[string]) outcome {
 		ok, err := l.Refund(ctx, "k", 1, atomiclimit.RemoteReceipt([3]uint64{1234567}))
 		return outcome{d: gcra.Decision{Allowed: ok}, source: noSource, err: err, refund: true}
 	}},
@@ -202,7 +202,7 @@ func TestCallerDeadlineIsNotOurs(t *testing.T) {
 // stalledCall runs call on a limiter with policy p whose server reads the
 // request and never answers. Once the server has the request, it cancels
 // the caller's context if cancelFirst, and then hangs up.
-func stalledCall(t *testing.T, p policy, call func(context.Context, *redislimit.Limiter) outcome, cancelFirst bool) outcome {
+func stalledCall(t *testing.T, p policy, call func(context.Context, *redislimit.Limiter[string]) outcome, cancelFirst bool) outcome {
 	t.Helper()
 	srv := newStallServer(t)
 	l, err := redislimit.New(srv.client(t), gcra.Every(time.Hour), 2, redislimit.WithOutage(p.outage))

@@ -126,7 +126,7 @@ var (
 // The breaker sees every outcome but the caller's: an outage counts
 // towards opening it, any answer from Redis (a reply or a rejection)
 // closes it.
-func (l *Limiter) call(ctx context.Context, s *script, keys []string, args ...any) (any, error) {
+func (l *core) call(ctx context.Context, s *script, keys []string, args ...any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, callerErr(err, nil) // no round trip for a caller that left
 	}

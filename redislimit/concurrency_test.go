@@ -49,7 +49,7 @@ func TestConcurrentBound(t *testing.T) {
 				opts = append(opts, redislimit.WithOverLimitCache(16))
 			}
 			admin := s.client(t)
-			lims := make([]*redislimit.Limiter, clients)
+			lims := make([]*redislimit.Limiter[string], clients)
 			for i := range lims {
 				l, err := redislimit.New(s.client(t), gcra.Every(interval), burst, opts...)
 				require.NoError(t, err)

@@ -2,13 +2,19 @@ package redislimit
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/atomiclimit/atomiclimit"
 )
 
-// A Limiter is a KeyedLimiter: the doors (httplimit) take it as they take
-// the in-process limiters, with no adapter.
-var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
+// A Limiter[K] is a KeyedLimiter[K]: the doors (httplimit, grpclimit) take
+// it as they take the in-process limiters of the same key type, with no
+// adapter: keyed by a string (a header, an API key) or by httplimit's
+// client address, a netip.Prefix.
+var (
+	_ atomiclimit.KeyedLimiter[string]       = (*Limiter[string])(nil)
+	_ atomiclimit.KeyedLimiter[netip.Prefix] = (*Limiter[netip.Prefix])(nil)
+)
 
 // Take decides a request for n at key and takes n if it is admitted, with
 // the whole decision: remaining, retry-after, reset-after and time to the
@@ -49,7 +55,7 @@ var _ atomiclimit.KeyedLimiter[string] = (*Limiter)(nil)
 // no policy decided. A ctx already done makes no call; the static limits
 // and the over-limit cache, which need none, answer regardless of ctx. The
 // Hook hears which of these decided (Source).
-func (l *Limiter) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
+func (l *Limiter[K]) Take(ctx context.Context, key K, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	r := l.decide(ctx, key, n, opReceipt, -1)
 	return r.Decision, r.receipt, r.Err
 }
@@ -68,7 +74,7 @@ func (rc receipt) remote() atomiclimit.Receipt {
 // and the Outage policy answers it as it answers Take, FallbackTo's limiter
 // with its own Peek (the error wrapping atomiclimit.ErrFallback). A door
 // asks it of the policies after one that denied.
-func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Decision, error) {
+func (l *Limiter[K]) Peek(ctx context.Context, key K, n int) (atomiclimit.Decision, error) {
 	r := l.decide(ctx, key, n, opPeek, -1)
 	return r.Decision, r.Err
 }
@@ -112,27 +118,27 @@ func (l *Limiter) Peek(ctx context.Context, key string, n int) (atomiclimit.Deci
 // bound of, by at most the n·T given back: this process forgets key's entry;
 // another process's cache may deny key, for at most that long, what Redis
 // would admit (cache.go).
-func (l *Limiter) Refund(ctx context.Context, key string, n int, r atomiclimit.Receipt) (bool, error) {
+func (l *Limiter[K]) Refund(ctx context.Context, key K, n int, r atomiclimit.Receipt) (bool, error) {
 	return l.refund(ctx, key, n, r, -1)
 }
 
 // refund is Refund; nowMicros ≥ 0 replaces Redis TIME (tests only).
-func (l *Limiter) refund(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
+func (l *Limiter[K]) refund(ctx context.Context, key K, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
 	v, remote := r.Remote()
 	if !remote {
 		// An admission FallbackTo's limiter made during an outage, or the
 		// zero Receipt.
-		if l.outage.kind != outageFallback || r == (atomiclimit.Receipt{}) {
+		if l.local == nil || r == (atomiclimit.Receipt{}) {
 			return false, nil
 		}
-		return l.outage.local.Refund(ctx, key, n, r)
+		return l.local.Refund(ctx, key, n, r)
 	}
 	rc := receipt(v)
 	if rc[0] == 0 || rc[0] >= maxReceipt || rc[1] >= maxReceipt || rc[2] >= maxReceipt ||
 		l.static || uint64(int64(n)-1) >= uint64(l.maxN) {
 		return false, nil // not a receipt of this limiter's, or never admitted
 	}
-	ok, err := l.remote.refund(ctx, l, l.Key(key), n, rc, nowMicros)
+	ok, err := l.remote.refund(ctx, &l.core, l.Key(key), n, rc, nowMicros)
 	if err != nil {
 		l.observeErr(err)
 		return false, err
@@ -151,4 +157,4 @@ func (l *Limiter) refund(ctx context.Context, key string, n int, r atomiclimit.R
 // up to whole microseconds (Params().Span()), and String the limiter's
 // String. Unlimited has Limit math.MaxInt and Window 0, DenyAll Limit 0, as
 // in process. It makes no call and does not allocate.
-func (l *Limiter) Quota(string) atomiclimit.Quota { return l.quota }
+func (l *Limiter[K]) Quota(K) atomiclimit.Quota { return l.quota }

@@ -169,7 +169,7 @@ func TestQuota(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = l.Quota("k") }))
 }
 
-func mustNew(t *testing.T, c *noServer, lim gcra.Limit, burst int) *redislimit.Limiter {
+func mustNew(t *testing.T, c *noServer, lim gcra.Limit, burst int) *redislimit.Limiter[string] {
 	t.Helper()
 	l, err := redislimit.New(c, lim, burst)
 	require.NoError(t, err)

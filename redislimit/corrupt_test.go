@@ -110,16 +110,20 @@ func TestCorruptStateRepaired(t *testing.T) {
 	ops := []struct {
 		name string
 		n    int
-		do   func(l *redislimit.Limiter, now int64) redislimit.Result
+		do   func(l *redislimit.Limiter[string], now int64) redislimit.Result
 	}{
-		{"Allow", 1, func(l *redislimit.Limiter, now int64) redislimit.Result { return l.DecideAt(ctx, "k", 1, true, now) }},
-		{"Take-n=B", burst, func(l *redislimit.Limiter, now int64) redislimit.Result {
+		{"Allow", 1, func(l *redislimit.Limiter[string], now int64) redislimit.Result {
+			return l.DecideAt(ctx, "k", 1, true, now)
+		}},
+		{"Take-n=B", burst, func(l *redislimit.Limiter[string], now int64) redislimit.Result {
 			r, receipt := l.TakeAt(ctx, "k", burst, now)
 			require.Zero(t, receipt, "a repair is no admission")
 			return r
 		}},
-		{"Peek", 1, func(l *redislimit.Limiter, now int64) redislimit.Result { return l.DecideAt(ctx, "k", 1, false, now) }},
-		{"Take", 1, func(l *redislimit.Limiter, now int64) redislimit.Result {
+		{"Peek", 1, func(l *redislimit.Limiter[string], now int64) redislimit.Result {
+			return l.DecideAt(ctx, "k", 1, false, now)
+		}},
+		{"Take", 1, func(l *redislimit.Limiter[string], now int64) redislimit.Result {
 			r, receipt := l.TakeAt(ctx, "k", 1, now)
 			require.Zero(t, receipt, "a repair is no admission")
 			return r

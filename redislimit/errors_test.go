@@ -30,7 +30,7 @@ func TestConstructorErrorsSayPackageOnce(t *testing.T) {
 	newGCRA := func(c redis.Scripter, lim gcra.Limit, burst int, opts ...redislimit.Option) func() error {
 		return func() error { _, err := redislimit.New(c, lim, burst, opts...); return err }
 	}
-	leased := func(l *redislimit.Limiter, maxLease int, minLife time.Duration) func() error {
+	leased := func(l *redislimit.Limiter[string], maxLease int, minLife time.Duration) func() error {
 		return func() error { _, err := redislimit.NewLeased(l, maxLease, minLife); return err }
 	}
 	ok, err := redislimit.New(none, gcra.Per(10, time.Second), 10)
@@ -52,7 +52,7 @@ func TestConstructorErrorsSayPackageOnce(t *testing.T) {
 		{"New: timeout without context timeouts", newGCRA(plain, gcra.Per(1, time.Second), 1, redislimit.WithTimeout(time.Second)), redislimit.ErrContextTimeoutDisabled},
 		{"New: cache size 0", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithOverLimitCache(0)), redislimit.ErrInvalidCacheSize},
 		{"New: zero outage", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithOutage(redislimit.Outage{})), redislimit.ErrInvalidOutage},
-		{"New: fallback to nil", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithOutage(redislimit.FallbackTo(nil))), redislimit.ErrInvalidOutage},
+		{"New: fallback to nil", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithOutage(redislimit.FallbackTo[string](nil))), redislimit.ErrInvalidOutage},
 		{"New: breaker of 0 failures", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithBreaker(0, time.Second)), redislimit.ErrInvalidBreaker},
 		{"New: cache max age 0", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithOverLimitCache(10), redislimit.WithOverLimitCacheMaxAge(0)), redislimit.ErrInvalidCacheMaxAge},
 		{"NewRule: nil client", newRule(nil, min1), redislimit.ErrNilClient},

@@ -19,7 +19,7 @@ import (
 // (exampleRedis is the test's redis-server.)
 func ExampleLeased() {
 	ctx := context.Background()
-	procs := map[string]*redislimit.Leased{}
+	procs := map[string]*redislimit.Leased[string]{}
 	for _, name := range []string{"A", "B"} {
 		rdb := redis.NewClient(&redis.Options{Addr: exampleRedis, MaxRetries: -1})
 		defer rdb.Close()

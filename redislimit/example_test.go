@@ -20,6 +20,7 @@ func Example() {
 		Addr:                  "localhost:6379",
 		ContextTimeoutEnabled: true, // WithTimeout needs it
 		MaxRetries:            -1,   // fail fast; the Outage policy decides
+		DialerRetries:         1,    // a refused dial fails at once
 	})
 	// While Redis is unreachable, each process allows a tenth of the limit.
 	local, _ := atomiclimit.NewKeyed[string](gcra.Per(6, time.Minute), 1)

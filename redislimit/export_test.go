@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"time"
 	"unsafe"
 
@@ -23,26 +24,26 @@ var RefundSHA = refundSHA
 type Result = result
 
 // TakeResult is Take with its Source, in one Result.
-func (l *Limiter) TakeResult(ctx context.Context, key string, n int) Result {
+func (l *Limiter[K]) TakeResult(ctx context.Context, key K, n int) Result {
 	return l.decide(ctx, key, n, opReceipt, -1)
 }
 
 // AllowResult is Allow's decision with its Source and error (Allow returns
 // only Allowed): the script's op that takes without a receipt, whose reply
 // is one integer.
-func (l *Limiter) AllowResult(ctx context.Context, key string) Result {
+func (l *Limiter[K]) AllowResult(ctx context.Context, key K) Result {
 	return l.decide(ctx, key, 1, opTake, -1)
 }
 
 // PeekResult is Peek with its Source, in one Result.
-func (l *Limiter) PeekResult(ctx context.Context, key string, n int) Result {
+func (l *Limiter[K]) PeekResult(ctx context.Context, key K, n int) Result {
 	return l.decide(ctx, key, n, opPeek, -1)
 }
 
 // DecideAt is Allow's decision for n (take: the script's op that takes
 // without a receipt) or Peek (!take), at an explicit Redis time, in µs
 // since the Unix epoch, instead of Redis TIME.
-func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, nowMicros int64) Result {
+func (l *Limiter[K]) DecideAt(ctx context.Context, key K, n int, take bool, nowMicros int64) Result {
 	o := opPeek
 	if take {
 		o = opTake
@@ -51,42 +52,42 @@ func (l *Limiter) DecideAt(ctx context.Context, key string, n int, take bool, no
 }
 
 // TakeAt is Take at an explicit Redis time (µs), with its Source.
-func (l *Limiter) TakeAt(ctx context.Context, key string, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
+func (l *Limiter[K]) TakeAt(ctx context.Context, key K, n int, nowMicros int64) (Result, atomiclimit.Receipt) {
 	r := l.decide(ctx, key, n, opReceipt, nowMicros)
 	return r, r.receipt
 }
 
 // Hooked reports whether the Limiter has a hook to report to.
-func (l *Limiter) Hooked() bool { return l.hook != nil }
+func (l *Limiter[K]) Hooked() bool { return l.hook != nil }
 
 // SetLocalClock replaces the over-limit cache's clock (ns).
-func (l *Limiter) SetLocalClock(now func() int64) { l.nowHook = now }
+func (l *Limiter[K]) SetLocalClock(now func() int64) { l.nowHook = now }
 
 // CacheLen is the number of keys in the over-limit cache.
-func (l *Limiter) CacheLen() int { return l.cache.len() }
+func (l *Limiter[K]) CacheLen() int { return l.cache.len() }
 
 // ScriptMismatches is the number of decisions where the script and gcra
 // disagreed on Allowed.
 func ScriptMismatches() uint64 { return scriptMismatches.Load() }
 
 // RefundAt is Refund at an explicit Redis time (µs).
-func (l *Limiter) RefundAt(ctx context.Context, key string, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
+func (l *Limiter[K]) RefundAt(ctx context.Context, key K, n int, r atomiclimit.Receipt, nowMicros int64) (bool, error) {
 	return l.refund(ctx, key, n, r, nowMicros)
 }
 
 // SetClock replaces the lease lifetimes' clock (ns since the epoch).
-func (ls *Leased) SetClock(now func() int64) { ls.nowHook = now }
+func (ls *Leased[K]) SetClock(now func() int64) { ls.nowHook = now }
 
 // OnAdmit has f see every admission from a lease, with the clock reading
 // (ns since the epoch) it was decided at. Set it before any Take.
-func (ls *Leased) OnAdmit(f func(t int64, n int)) { ls.onAdmit = f }
+func (ls *Leased[K]) OnAdmit(f func(t int64, n int)) { ls.onAdmit = f }
 
 // SetEpoch sets the lease clock's epoch, so that several Leased share one.
-func (ls *Leased) SetEpoch(t time.Time) { ls.epoch = t }
+func (ls *Leased[K]) SetEpoch(t time.Time) { ls.epoch = t }
 
 // LeaseState reports key's next lease size and the tokens left in its lease
 // (expired or not); 0, 0 for a key never leased.
-func (ls *Leased) LeaseState(key string) (k, left int) {
+func (ls *Leased[K]) LeaseState(key K) (k, left int) {
 	c, ok := ls.cells.Load(key)
 	if !ok {
 		return 0, 0
@@ -97,13 +98,13 @@ func (ls *Leased) LeaseState(key string) (k, left int) {
 }
 
 // HasCell reports whether the map holds a cell for key.
-func (ls *Leased) HasCell(key string) bool {
+func (ls *Leased[K]) HasCell(key K) bool {
 	_, ok := ls.cells.Load(key)
 	return ok
 }
 
 // Cells is the number of cells in the map.
-func (ls *Leased) Cells() int { return ls.cells.Size() }
+func (ls *Leased[K]) Cells() int { return ls.cells.Size() }
 
 // LeaseCellSize is the size of a cell, in bytes.
 const LeaseCellSize = unsafe.Sizeof(leaseCell{})
@@ -114,11 +115,11 @@ const SweepFloor = sweepFloor
 // SetIdle sets how long a key asks for no lease before a sweep frees its
 // cell (2·MaxLife by default); 0 frees every cell whose lock is free. Set
 // it before any Take.
-func (ls *Leased) SetIdle(d time.Duration) { ls.idle = int64(d) }
+func (ls *Leased[K]) SetIdle(d time.Duration) { ls.idle = int64(d) }
 
-func (ls *Leased) hooks() *leaseHooks {
+func (ls *Leased[K]) hooks() *leaseHooks[K] {
 	if ls.test == nil {
-		ls.test = new(leaseHooks)
+		ls.test = new(leaseHooks[K])
 	}
 	return ls.test
 }
@@ -127,16 +128,16 @@ func (ls *Leased) hooks() *leaseHooks {
 // between finding the cell in the map and locking it; retry reports that
 // the refill locked a cell before and found it dead. Set it before any
 // Take.
-func (ls *Leased) OnLocking(f func(key string, retry bool)) { ls.hooks().locking = f }
+func (ls *Leased[K]) OnLocking(f func(key K, retry bool)) { ls.hooks().locking = f }
 
 // OnRequest has start run when a refill of key asks for a lease, and done
 // when the reply came, both under the cell's lock. start's current reports
 // whether the cell asking is the map's cell of key and not dead (a request
 // on any other cell would be a second lease of key in this process). Set
 // it before any Take.
-func (ls *Leased) OnRequest(start func(key string, current bool), done func(key string)) {
+func (ls *Leased[K]) OnRequest(start func(key K, current bool), done func(key K)) {
 	h := ls.hooks()
-	h.asking = func(key string, c *leaseCell) {
+	h.asking = func(key K, c *leaseCell) {
 		cur, ok := ls.cells.Load(key)
 		start(key, ok && cur == c && !c.dead)
 	}
@@ -144,25 +145,25 @@ func (ls *Leased) OnRequest(start func(key string, current bool), done func(key 
 }
 
 // AutoSweeping reports whether an automatic sweep is running.
-func (ls *Leased) AutoSweeping() bool { return ls.sweeping.Load() }
+func (ls *Leased[K]) AutoSweeping() bool { return ls.sweeping.Load() }
 
 // OnSwept has f see the end of every sweep, with the cells it freed, on
 // the sweep's goroutine. Set it before any Take or Sweep.
-func (ls *Leased) OnSwept(f func(freed int)) { ls.hooks().swept = f }
+func (ls *Leased[K]) OnSwept(f func(freed int)) { ls.hooks().swept = f }
 
 // HoldCell returns a spend of n tokens on key's cell as the map holds it
 // now, as a goroutine that loaded the cell and spends on it later does.
-func (ls *Leased) HoldCell(key string) (spend func(n int) bool) {
+func (ls *Leased[K]) HoldCell(key K) (spend func(n int) bool) {
 	c, ok := ls.cells.Load(key)
 	if !ok {
-		panic("HoldCell: no cell for " + key)
+		panic(fmt.Sprint("HoldCell: no cell for ", key))
 	}
 	return func(n int) bool { _, ok := ls.spend(c, n); return ok }
 }
 
 // DecideArgs are the ARGV of the EVALSHA that Take(ctx, key, n) sends
 // (opReceipt, Redis TIME): what a raw EVALSHA of the same size sends.
-func (l *Limiter) DecideArgs(n int) []any {
+func (l *Limiter[K]) DecideArgs(n int) []any {
 	return []any{l.argT, l.argSpan, n, opArgs[opReceipt]}
 }
 

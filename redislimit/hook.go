@@ -52,7 +52,7 @@ func (h *Hook) heard() *Hook {
 
 // observe reports the result r of a decision for n to the hook, which is
 // set. take is false for Peek.
-func (l *Limiter) observe(r result, n int, take bool) {
+func (l *core) observe(r result, n int, take bool) {
 	h := l.hook
 	if r.Err != nil && h.Error != nil {
 		h.Error(l.hookPolicy, r.Source, r.Err)
@@ -71,7 +71,7 @@ func (l *Limiter) observe(r result, n int, take bool) {
 }
 
 // observeErr reports the error of a Refund or a Reset to the hook, if any.
-func (l *Limiter) observeErr(err error) {
+func (l *core) observeErr(err error) {
 	if l.hook == nil || l.hook.Error == nil || err == nil {
 		return
 	}

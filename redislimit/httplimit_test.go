@@ -1,12 +1,16 @@
 package redislimit_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +126,7 @@ func outageClient(t *testing.T, s *server) *redis.Client {
 // waitRedis polls until l reaches Redis again after a restart (the server
 // answers PING already; this waits for l's own client to get a connection).
 // The probe key is one the test does not use otherwise.
-func waitRedis(t *testing.T, l *redislimit.Limiter) {
+func waitRedis(t *testing.T, l *redislimit.Limiter[string]) {
 	t.Helper()
 	waitFor(t, "the limiter to reach redis again", func() bool {
 		_, err := l.Peek(context.Background(), "probe", 1)
@@ -547,4 +551,114 @@ func TestHTTPOutageUnderLoad(t *testing.T) {
 			assert.Empty(t, other, "every Error wraps ErrUnavailable, and ErrFallback for the fallback's decisions")
 		})
 	}
+}
+
+// TestHTTPClientIPFleet (issue 29): the IP-keyed middleware moves from a
+// process to a fleet by its limiters' constructors alone. Two middlewares
+// keyed by httplimit.RemoteIP (a netip.Prefix: IPv4 by /32, IPv6 by /64),
+// one over in-process limiters (atomiclimit.NewKeyedRule and NewKeyed),
+// one over redislimit's (NewKeyedRule and NewKeyed: the same rules, the
+// same key type), answer one sequence of requests from IPv4 and IPv6
+// clients alike: the same status and RateLimit-Policy, the same remaining
+// counts, and the same waits to the second (the two clocks are read at
+// different instants, so a wait may round to the next second in one of
+// them). The window policy admits what the burst then denies, so every
+// denial is also a refund, in process and in Redis.
+func TestHTTPClientIPFleet(t *testing.T) {
+	s := sharedServer(t)
+	c := s.client(t)
+	ctx := context.Background()
+	prefix := uniq(t)
+	window := atomiclimit.AnchoredWindow(5, time.Hour)
+	limit, burst := gcra.Every(20*time.Minute), 3
+
+	inWindow, err := atomiclimit.NewKeyedRule[netip.Prefix](window)
+	require.NoError(t, err)
+	defer inWindow.Close()
+	inBurst, err := atomiclimit.NewKeyed[netip.Prefix](limit, burst)
+	require.NoError(t, err)
+	defer inBurst.Close()
+	rdWindow, err := redislimit.NewKeyedRule[netip.Prefix](c, window, redislimit.WithKeyPrefix(prefix+"window:"))
+	require.NoError(t, err)
+	rdBurst, err := redislimit.NewKeyed[netip.Prefix](c, limit, burst, redislimit.WithKeyPrefix(prefix+"burst:"))
+	require.NoError(t, err)
+
+	handler := func(w, b atomiclimit.KeyedLimiter[netip.Prefix]) http.Handler {
+		mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
+			Key:      httplimit.RemoteIP,
+			Policies: []httplimit.Policy[netip.Prefix]{{Name: "window", Limiter: w}, {Name: "burst", Limiter: b}},
+		})
+		require.NoError(t, err)
+		return mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	}
+	inProcess, fleet := handler(inWindow, inBurst), handler(rdWindow, rdBurst)
+
+	clients := []struct{ addr, group string }{
+		{"192.0.2.1:40000", "192.0.2.1/32"},
+		{"[2001:db8:1::1]:40000", "2001:db8:1::/64"},
+		{"[2001:db8:1::2]:40001", "2001:db8:1::/64"}, // the same /64: one state
+		{"198.51.100.7:443", "198.51.100.7/32"},
+		{"[2001:db8:2::1]:40000", "2001:db8:2::/64"},
+		{"[::ffff:192.0.2.1]:40002", "192.0.2.1/32"}, // IPv4-mapped: the IPv4 client
+		{"[2001:db8:1:0:ffff::9]:1", "2001:db8:1::/64"},
+	}
+	admitted := map[string]int{}
+	for round := range 4 {
+		for _, cl := range clients {
+			do := func(h http.Handler) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("GET", "/", nil)
+				req.RemoteAddr = cl.addr
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				return rec
+			}
+			want, got := do(inProcess), do(fleet)
+			where := fmt.Sprintf("round %d, %s", round, cl.addr)
+			require.Equal(t, want.Code, got.Code, where)
+			assert.Equal(t, want.Header().Get("RateLimit-Policy"), got.Header().Get("RateLimit-Policy"), where)
+			assertSameRateLimit(t, want.Header().Get("RateLimit"), got.Header().Get("RateLimit"), where)
+			if ra := want.Header().Get("Retry-After"); ra != "" {
+				assertWithinOne(t, ra, got.Header().Get("Retry-After"), where+": Retry-After")
+			} else {
+				assert.Empty(t, got.Header().Get("Retry-After"), where)
+			}
+			if got.Code == http.StatusOK {
+				admitted[cl.group]++
+			}
+		}
+	}
+	assert.Equal(t, map[string]int{"192.0.2.1/32": 3, "2001:db8:1::/64": 3, "198.51.100.7/32": 3, "2001:db8:2::/64": 3}, admitted,
+		"burst 3 per client: per IPv4 address, per IPv6 /64")
+	for _, group := range []string{"192.0.2.1/32", "2001:db8:1::/64", "198.51.100.7/32", "2001:db8:2::/64"} {
+		assert.Equal(t, int64(1), c.Exists(ctx, prefix+"burst:"+group).Val(), "the Redis key of %s", group)
+		assert.Equal(t, int64(1), c.Exists(ctx, prefix+"window:"+group).Val(), "the Redis key of %s", group)
+	}
+}
+
+// rateLimitItem matches an item of the RateLimit field (t is absent when
+// it is 0).
+var rateLimitItem = regexp.MustCompile(`^"([^"]+)";r=(\d+)(?:;t=(\d+))?$`)
+
+// assertSameRateLimit compares two RateLimit fields: the same policies in
+// the same order with the same r, and t within one second.
+func assertSameRateLimit(t *testing.T, want, got, where string) {
+	t.Helper()
+	wi, gi := strings.Split(want, ", "), strings.Split(got, ", ")
+	require.Len(t, gi, len(wi), "%s: RateLimit %q, want %q", where, got, want)
+	for i := range wi {
+		w, g := rateLimitItem.FindStringSubmatch(wi[i]), rateLimitItem.FindStringSubmatch(gi[i])
+		require.NotNil(t, w, "%s: %q", where, wi[i])
+		require.NotNil(t, g, "%s: %q", where, gi[i])
+		assert.Equal(t, w[1:3], g[1:3], "%s: RateLimit %q, want %q", where, got, want)
+		assertWithinOne(t, cmp.Or(w[3], "0"), cmp.Or(g[3], "0"), where+": RateLimit t of "+w[1])
+	}
+}
+
+func assertWithinOne(t *testing.T, want, got, where string) {
+	t.Helper()
+	w, err := strconv.Atoi(want)
+	require.NoError(t, err, where)
+	g, err := strconv.Atoi(got)
+	require.NoError(t, err, "%s: %q", where, got)
+	assert.LessOrEqual(t, max(w-g, g-w), 1, "%s: %d, want %d", where, g, w)
 }

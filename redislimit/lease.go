@@ -15,8 +15,8 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// ErrInvalidLease: NewLeased was given a nil Limiter, one of NewRule or of a
-// static limit (Unlimited, DenyAll), a maxLease outside 1 … MaxLease, or a
+// ErrInvalidLease: NewLeased was given a nil Limiter, one of NewRule (or
+// NewKeyedRule) or of a static limit (Unlimited, DenyAll), a maxLease outside 1 … MaxLease, or a
 // minLife ≤ 0.
 var ErrInvalidLease = errors.New("redislimit: invalid lease")
 
@@ -56,13 +56,13 @@ const MaxLease = 1<<leaseTokenBits - 1
 // and the keys leased within 2·MaxLife before its last sweep, and sweeping
 // costs O(1) per lease request, amortized. A sweep never waits for a cell's lock and never makes a spend
 // wait; a refill of a key may wait for the sweep's look at that one cell.
-type Leased struct {
-	l *Limiter
+type Leased[K comparable] struct {
+	l *Limiter[K]
 	// maxLease is k_max: no lease holds more tokens. Immutable.
 	maxLease int
 	// minLife is the shortest lifetime of a lease, in ns. Immutable.
 	minLife int64
-	cells   *xsync.MapOf[string, *leaseCell]
+	cells   *xsync.MapOf[K, *leaseCell]
 
 	// epoch is the time base of the lifetimes: ns since it, monotonic.
 	epoch time.Time
@@ -85,7 +85,7 @@ type Leased struct {
 	// frees the cell, in ns: 2·MaxLife. Immutable (tests set it first).
 	idle int64
 	// test holds the tests' hooks into refills and sweeps; nil outside them.
-	test *leaseHooks
+	test *leaseHooks[K]
 }
 
 // A leaseCell is this process's lease of one key.
@@ -129,11 +129,11 @@ type leaseCell struct {
 }
 
 // A leaseHooks is the tests' view into refills and sweeps.
-type leaseHooks struct {
-	locking func(key string, retry bool)   // a refill is about to lock the key's cell (retry: again, the last was dead)
-	asking  func(key string, c *leaseCell) // a refill asks for a lease, under c.mu
-	replied func(key string)               // its reply came, under c.mu
-	swept   func(freed int)                // a sweep ended
+type leaseHooks[K comparable] struct {
+	locking func(key K, retry bool)   // a refill is about to lock the key's cell (retry: again, the last was dead)
+	asking  func(key K, c *leaseCell) // a refill asks for a lease, under c.mu
+	replied func(key K)               // its reply came, under c.mu
+	swept   func(freed int)           // a sweep ended
 }
 
 // sweepFloor is the fewest lease requests between two automatic sweeps.
@@ -150,9 +150,10 @@ const (
 // maxLease tokens each. A lease of k tokens lives max(k·T, minLife) from the
 // moment its request was sent; minLife should exceed the round trip to
 // Redis by a good margin, or leases arrive expired and are dropped unspent.
-// l must be a GCRA limiter of New (not NewRule) with a finite, non-zero
-// limit. Errors wrap ErrInvalidLease.
-func NewLeased(l *Limiter, maxLease int, minLife time.Duration) (*Leased, error) {
+// l must be a GCRA limiter of New or NewKeyed (not NewRule or NewKeyedRule)
+// with a finite, non-zero limit; the Leased takes its key type. Errors wrap
+// ErrInvalidLease.
+func NewLeased[K comparable](l *Limiter[K], maxLease int, minLife time.Duration) (*Leased[K], error) {
 	switch {
 	case l == nil:
 		return nil, fmt.Errorf("%w: nil Limiter", ErrInvalidLease)
@@ -163,11 +164,11 @@ func NewLeased(l *Limiter, maxLease int, minLife time.Duration) (*Leased, error)
 	case minLife <= 0:
 		return nil, fmt.Errorf("%w: minLife %v", ErrInvalidLease, minLife)
 	}
-	ls := &Leased{
+	ls := &Leased[K]{
 		l:        l,
 		maxLease: min(maxLease, l.params.Burst()),
 		minLife:  int64(minLife),
-		cells:    xsync.NewMapOf[string, *leaseCell](),
+		cells:    xsync.NewMapOf[K, *leaseCell](),
 		epoch:    time.Now(),
 	}
 	ls.idle = int64(ls.MaxLife())
@@ -177,17 +178,17 @@ func NewLeased(l *Limiter, maxLease int, minLife time.Duration) (*Leased, error)
 }
 
 // Limiter returns the Limiter that the leases are taken from.
-func (ls *Leased) Limiter() *Limiter { return ls.l }
+func (ls *Leased[K]) Limiter() *Limiter[K] { return ls.l }
 
 // MaxLife is the longest a lease lives, L_max = max(k_max·T, minLife), where
 // k_max is maxLease, or the burst if that is smaller (package doc, "Leases").
-func (ls *Leased) MaxLife() time.Duration {
+func (ls *Leased[K]) MaxLife() time.Duration {
 	return time.Duration(max(int64(ls.maxLease)*int64(ls.l.params.Interval()), ls.minLife))
 }
 
 // Allow reports whether one event for key may happen now, and spends a
 // token if so: Take(ctx, key, 1)'s Allowed, without building the rest.
-func (ls *Leased) Allow(ctx context.Context, key string) bool {
+func (ls *Leased[K]) Allow(ctx context.Context, key K) bool {
 	// Take's path for n = 1, which every lease can hold (maxLease ≥ 1).
 	if c, ok := ls.cells.Load(key); ok {
 		if _, ok := ls.spend(c, 1); ok {
@@ -226,7 +227,7 @@ func (ls *Leased) Allow(ctx context.Context, key string) bool {
 // policy's decision (FailOpen admits, FallbackTo's limiter decides, with
 // atomiclimit.ErrFallback wrapped too), without a lease; the caller's
 // ctx.Err() when it gave up first.
-func (ls *Leased) Take(ctx context.Context, key string, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
+func (ls *Leased[K]) Take(ctx context.Context, key K, n int) (atomiclimit.Decision, atomiclimit.Receipt, error) {
 	if uint64(int64(n)-1) >= uint64(ls.maxLease) {
 		switch {
 		case n > ls.maxLease:
@@ -248,7 +249,7 @@ func (ls *Leased) Take(ctx context.Context, key string, n int) (atomiclimit.Deci
 
 // spend takes n from c's lease if it holds n unexpired tokens, and returns
 // how many are left.
-func (ls *Leased) spend(c *leaseCell, n int) (left int, ok bool) {
+func (ls *Leased[K]) spend(c *leaseCell, n int) (left int, ok bool) {
 	for {
 		// First load the lease, then read the clock: the reading is then
 		// no earlier than the lease's arrival (the package doc's proof
@@ -270,7 +271,7 @@ func (ls *Leased) spend(c *leaseCell, n int) (left int, ok bool) {
 
 // refill is Take's slow path: under the key's cell's mu, a lease of k
 // tokens (or n, if more) in one round trip.
-func (ls *Leased) refill(ctx context.Context, key string, n int) (gcra.Decision, error) {
+func (ls *Leased[K]) refill(ctx context.Context, key K, n int) (gcra.Decision, error) {
 	c := ls.lockCell(key)
 	defer c.mu.Unlock()
 	if left, ok := ls.spend(c, n); ok {
@@ -329,7 +330,7 @@ func (ls *Leased) refill(ctx context.Context, key string, n int) (gcra.Decision,
 // none), with its mu held and not dead. A cell that a sweep freed while we
 // waited for its mu is dead: we leave it and look in the map again, where
 // the key has no cell or a newer one.
-func (ls *Leased) lockCell(key string) *leaseCell {
+func (ls *Leased[K]) lockCell(key K) *leaseCell {
 	for retry := false; ; retry = true {
 		c, _ := ls.cells.LoadOrCompute(key, func() *leaseCell {
 			return &leaseCell{k: 1, asked: ls.now()}
@@ -349,7 +350,7 @@ func (ls *Leased) lockCell(key string) *leaseCell {
 // goroutine of its own (never the caller's) when the requests since the
 // last one reach the larger of sweepFloor and the number of cells it kept,
 // and no automatic sweep is running.
-func (ls *Leased) countRequest() {
+func (ls *Leased[K]) countRequest() {
 	if ls.requests.Add(1) < ls.nextSweep.Load() || !ls.sweeping.CompareAndSwap(false, true) {
 		return
 	}
@@ -371,14 +372,14 @@ func (ls *Leased) countRequest() {
 // flight is busy, and is kept. Leased also sweeps by itself (see Leased);
 // Sweep is for a process that wants the memory back at a time of its
 // choosing. It scans every cell, so it takes time in proportion to them.
-func (ls *Leased) Sweep() (freed int) {
+func (ls *Leased[K]) Sweep() (freed int) {
 	freed, _ = ls.sweep()
 	return freed
 }
 
 // sweep is Sweep, and also reports how many cells it kept.
-func (ls *Leased) sweep() (freed, kept int) {
-	ls.cells.Range(func(key string, c *leaseCell) bool {
+func (ls *Leased[K]) sweep() (freed, kept int) {
+	ls.cells.Range(func(key K, c *leaseCell) bool {
 		if !c.mu.TryLock() {
 			kept++ // a refill holds it: busy
 			return true
@@ -400,7 +401,7 @@ func (ls *Leased) sweep() (freed, kept int) {
 // freeLocked frees c, key's cell, if it is not dead and its key has asked
 // for no lease for ls.idle, and reports whether it did. It requires c.mu
 // held: no lease of c is in flight, and none can start.
-func (ls *Leased) freeLocked(key string, c *leaseCell) bool {
+func (ls *Leased[K]) freeLocked(key K, c *leaseCell) bool {
 	if c.dead || ls.now()-c.asked < ls.idle {
 		return false
 	}
@@ -427,7 +428,7 @@ var leaseArgs = [...]any{opArgs[opLease], ""}
 // the key's debt before the call, in ns. An error is call's, or wraps
 // ErrCorrupt: the call repaired a corrupt state (as Take repairs it), and
 // leased nothing.
-func (ls *Leased) lease(ctx context.Context, key string, n, q int) (got int, debt int64, err error) {
+func (ls *Leased[K]) lease(ctx context.Context, key K, n, q int) (got int, debt int64, err error) {
 	l := ls.l
 	rkey := l.Key(key)
 	reply, err := l.call(ctx, &decideScript, []string{rkey}, l.argT, l.argSpan, q, leaseArgs[0], leaseArgs[1], n)
@@ -453,7 +454,7 @@ func (ls *Leased) lease(ctx context.Context, key string, n, q int) (got int, deb
 }
 
 // now is ns since the epoch, on the monotonic clock.
-func (ls *Leased) now() int64 {
+func (ls *Leased[K]) now() int64 {
 	if ls.nowHook != nil {
 		return ls.nowHook()
 	}

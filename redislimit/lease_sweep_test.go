@@ -17,7 +17,7 @@ import (
 
 // sweepLeased is a Leased of a fresh key prefix on the shared server, with
 // leases of up to 64 tokens (MaxLife 64 ms), on the fake clock *now.
-func sweepLeased(t *testing.T, now *atomic.Int64) *redislimit.Leased {
+func sweepLeased(t *testing.T, now *atomic.Int64) *redislimit.Leased[string] {
 	t.Helper()
 	l, err := redislimit.New(sharedServer(t).client(t), gcra.Every(time.Millisecond), 1<<20, redislimit.WithKeyPrefix(uniq(t)))
 	if err != nil {
@@ -277,7 +277,7 @@ func TestLeasedSweepStress(t *testing.T) {
 	var mu sync.Mutex
 	times := make([][]int64, keys) // per key, one entry per token admitted
 	var stale, overlap, requests, freed, retries atomic.Int64
-	fleet := make([]*redislimit.Leased, P)
+	fleet := make([]*redislimit.Leased[string], P)
 	for p := range fleet {
 		l, err := redislimit.New(s.client(t), gcra.Every(100*time.Microsecond), burst, redislimit.WithKeyPrefix(prefix))
 		if err != nil {

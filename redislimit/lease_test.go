@@ -14,7 +14,7 @@ import (
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
-func newLeased(t *testing.T, l *redislimit.Limiter, maxLease int, minLife time.Duration) *redislimit.Leased {
+func newLeased(t *testing.T, l *redislimit.Limiter[string], maxLease int, minLife time.Duration) *redislimit.Leased[string] {
 	t.Helper()
 	ls, err := redislimit.NewLeased(l, maxLease, minLife)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestNewLeasedErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range []struct {
-		l        *redislimit.Limiter
+		l        *redislimit.Limiter[string]
 		maxLease int
 		minLife  time.Duration
 	}{
@@ -87,7 +87,7 @@ func testFleetBound(t *testing.T, maxLease int, minLife time.Duration, maxN int)
 	epoch := time.Now()
 	var mu sync.Mutex
 	var times []int64 // one entry per token admitted, ns since epoch
-	fleet := make([]*redislimit.Leased, P)
+	fleet := make([]*redislimit.Leased[string], P)
 	for p := range fleet {
 		l, err := redislimit.New(s.client(t), gcra.Every(100*time.Microsecond), burst, redislimit.WithKeyPrefix(prefix))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,9 +20,9 @@ import (
 // A Limiter is a keyed rate limiter whose state lives in Redis: every
 // process that builds a Limiter with the same rule (New's GCRA limit and
 // burst, or NewRule's rule) and key prefix on the same Redis shares one
-// state per key. Each decision is one round trip (one EVALSHA); the clock
-// is Redis TIME, so the processes' clocks play no part. It is safe for
-// concurrent use.
+// state per key, at the Redis key Key writes. Each decision is one round
+// trip (one EVALSHA); the clock is Redis TIME, so the processes' clocks play
+// no part. It is safe for concurrent use.
 //
 // A denial writes nothing in Redis. New's decisions are gcra's, with the
 // emission interval rounded up to whole microseconds (see the package doc and
@@ -32,13 +33,29 @@ import (
 // event, Take(ctx, key, n) for n with the whole decision and a receipt,
 // Peek to ask without taking, Refund to give an admission back, Reset to
 // forget a key. There is no form that takes the time: Redis TIME is the
-// clock. A Limiter is an atomiclimit.KeyedLimiter[string] (Take, Peek,
+// clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
 // Refund, Quota: contract.go), so the doors take it as they take the
-// in-process limiters.
-type Limiter struct {
+// in-process limiters of the same key type: a policy moves between a
+// process and a fleet by its constructor alone (NewKeyed for
+// atomiclimit.NewKeyed, NewKeyedRule for atomiclimit.NewKeyedRule). Key
+// says which Redis key holds a key's state (the package doc, "Keys").
+type Limiter[K comparable] struct {
+	core
+	// keys writes a K into its Redis key (keys.go). Immutable.
+	keys  keyCodec[K]
+	cache *overLimitCache[K] // nil unless WithOverLimitCache
+	// local is FallbackTo's limiter, nil under the other Outage policies.
+	local *atomiclimit.Keyed[K]
+}
+
+// core is the part of a Limiter that does not depend on its key type: the
+// rule and its scripts, the client and the options. It reaches Redis (call,
+// classify.go) and tells the hook; the remote algorithms take it. Every
+// field is immutable once New returns.
+type core struct {
 	client redis.Scripter
 	// params are the parameters Redis decides with: the user's interval
-	// rounded up to whole microseconds. Immutable.
+	// rounded up to whole microseconds.
 	params gcra.Params
 	limit  gcra.Limit // as the user gave it
 	// static: Unlimited or DenyAll, decided from params alone, without Redis.
@@ -47,10 +64,10 @@ type Limiter struct {
 	// arguments, boxed once.
 	argT, argSpan any
 
-	quota atomiclimit.Quota // Quota's answer for every key. Immutable.
+	quota atomiclimit.Quota // Quota's answer for every key
 
 	// remote decides in Redis: GCRA's scripts (New), or a rule's (NewRule).
-	// Every decision and refund goes through it. Immutable.
+	// Every decision and refund goes through it.
 	remote remote
 	// rule is the rule given to NewRule; nil for New.
 	rule *atomiclimit.Rule
@@ -66,16 +83,16 @@ type Limiter struct {
 	prefix  string
 	hashTag bool
 	timeout time.Duration // 0: none beyond the context's and the client's
-	outage  Outage
-	cache   *overLimitCache // nil unless WithOverLimitCache
-	breaker *breaker        // nil unless WithBreaker
+	outage  outageKind
+	breaker *breaker // nil unless WithBreaker
 	// hook, if not nil, is told of every decision (WithHook): a copy of the
 	// user's, with at least one field set.
 	hook       *Hook
 	hookPolicy string
 
-	// epoch is the over-limit cache's time base: local times are
-	// time.Since(epoch) in ns, which reads only the monotonic clock.
+	// epoch is the over-limit cache's and the breaker's time base: local
+	// times are time.Since(epoch) in ns, which reads only the monotonic
+	// clock.
 	epoch   time.Time
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
 }
@@ -155,16 +172,27 @@ func (s Source) String() string {
 // DefaultKeyPrefix starts every Redis key unless WithKeyPrefix says otherwise.
 const DefaultKeyPrefix = "atomiclimit:"
 
-// New returns a Limiter that admits limit's rate with the given burst per
-// key, deciding in Redis through client (a *redis.Client, *redis.ClusterClient
-// or *redis.Ring, or anything else that implements redis.Scripter).
+// New returns a Limiter keyed by strings that admits limit's rate with the
+// given burst per key: NewKeyed[string](client, limit, burst, opts...).
+func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*Limiter[string], error) {
+	return NewKeyed[string](client, limit, burst, opts...)
+}
+
+// NewKeyed returns a Limiter keyed by K that admits limit's rate with the
+// given burst per key, deciding in Redis through client (a *redis.Client,
+// *redis.ClusterClient or *redis.Ring, or anything else that implements
+// redis.Scripter): atomiclimit.NewKeyed[K](limit, burst)'s limit, kept in
+// Redis for a fleet.
 //
 // Burst is the capacity, with no "+1" convention (see package gcra). The
 // emission interval is rounded up to whole microseconds; Params reports the
-// result. Errors wrap gcra's sentinels for a bad limit or burst, and this
-// package's for a bad option; New makes no call to Redis (the first decision
-// loads the script).
-func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*Limiter, error) {
+// result. A key becomes a Redis key as the package doc says ("Keys"): K is
+// a string, an integer, a byte array, a netip.Prefix or a netip.Addr (or a
+// type defined on a string, an integer or a byte array), or WithKeyFunc
+// says how; any other K is ErrKeyType. Errors wrap gcra's sentinels for a
+// bad limit or burst, and this package's for a bad option; NewKeyed makes
+// no call to Redis (the first decision loads the script).
+func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*Limiter[K], error) {
 	if client == nil {
 		return nil, ErrNilClient
 	}
@@ -172,7 +200,7 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 	if err != nil {
 		return nil, fmt.Errorf("redislimit: %w", err)
 	}
-	l := &Limiter{client: client, limit: limit, epoch: time.Now()}
+	l := &Limiter[K]{core: core{client: client, limit: limit, epoch: time.Now()}}
 	switch {
 	case p.IsUnlimited() || p.Burst() == 0: // Unlimited, DenyAll
 		l.params, l.static = p, true
@@ -217,12 +245,26 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 	if !cfg.outage.valid() {
 		return nil, ErrInvalidOutage
 	}
-	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage
-	if cfg.cacheSet && !l.static {
-		l.cache = newOverLimitCache(cfg.cacheSize)
+	if cfg.outage.kind == outageFallback {
+		local, ok := cfg.outage.local.(*atomiclimit.Keyed[K])
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: FallbackTo's limiter is a %T, and the Limiter's keys are %v", ErrInvalidOutage, cfg.outage.local, reflect.TypeFor[K]())
+		case local == nil:
+			return nil, ErrInvalidOutage
+		}
+		l.local = local
 	}
-	if err := l.applyRobust(&cfg.robust); err != nil {
+	if l.keys, err = newKeyCodec[K](cfg.keyFunc); err != nil {
 		return nil, err
+	}
+	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage.kind
+	maxAge, err := l.applyRobust(&cfg.robust)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.cacheSet && !l.static {
+		l.cache = newOverLimitCache[K](cfg.cacheSize, maxAge)
 	}
 	return l, nil
 }
@@ -247,7 +289,7 @@ func contextTimeouts(client redis.Scripter) bool {
 // receipt, which it does not ask Redis for. When Redis does not decide, the
 // Outage policy's answer is returned as Take's is, and its error goes to
 // the Hook only.
-func (l *Limiter) Allow(ctx context.Context, key string) bool {
+func (l *Limiter[K]) Allow(ctx context.Context, key K) bool {
 	if l.cache == nil || l.hook != nil {
 		return l.decide(ctx, key, 1, opTake, -1).Allowed
 	}
@@ -263,7 +305,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) bool {
 // decide is Allow (opTake), Peek (opPeek) or Take (opReceipt, with the
 // receipt). nowMicros ≥ 0 replaces Redis TIME (tests only). It reports the
 // result to the hook.
-func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros int64) result {
+func (l *Limiter[K]) decide(ctx context.Context, key K, n int, o op, nowMicros int64) result {
 	r := l.decideUnobserved(ctx, key, n, o, nowMicros)
 	if l.hook != nil {
 		l.observe(r, n, o != opPeek)
@@ -272,7 +314,7 @@ func (l *Limiter) decide(ctx context.Context, key string, n int, o op, nowMicros
 }
 
 // decideUnobserved is decide without the hook.
-func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op, nowMicros int64) result {
+func (l *Limiter[K]) decideUnobserved(ctx context.Context, key K, n int, o op, nowMicros int64) result {
 	if l.static {
 		_, d := l.params.Decide(0, 0, n)
 		return result{Decision: d, Source: SourceStatic}
@@ -292,11 +334,11 @@ func (l *Limiter) decideUnobserved(ctx context.Context, key string, n int, o op,
 // decideRemote is decide after the cache (if any) did not answer: one round
 // trip, or the Outage policy. sent is the local time read before it, for
 // the cache.
-func (l *Limiter) decideRemote(ctx context.Context, key string, n int, o op, nowMicros, sent int64) result {
+func (l *Limiter[K]) decideRemote(ctx context.Context, key K, n int, o op, nowMicros, sent int64) result {
 	if uint64(int64(n)-1) >= uint64(l.maxN) {
 		o = opPeek // n < 1 or n > maxN: a peek, or never admitted: only read the state
 	}
-	d, rc, err := l.remote.decide(ctx, l, l.Key(key), n, o, nowMicros)
+	d, rc, err := l.remote.decide(ctx, &l.core, l.Key(key), n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		// The policy's admissions have no receipt of Redis: Redis holds
 		// nothing of theirs (FallbackTo's carry the local limiter's: see
@@ -352,8 +394,8 @@ func callerErr(cerr, err error) error {
 // call's classified error: the Outage policy's for an outage; FallbackTo's
 // limiter's or a denial for a rejection (never FailOpen's admission); the
 // zero Decision, decided by no one, when the caller gave up.
-func (l *Limiter) fail(key string, n int, take bool, err error) result {
-	kind := l.outage.kind
+func (l *Limiter[K]) fail(key K, n int, take bool, err error) result {
+	kind := l.outage
 	switch {
 	case isUnavailable(err):
 	case isRejected(err):
@@ -370,10 +412,10 @@ func (l *Limiter) fail(key string, n int, take bool, err error) result {
 			// admission back when another policy denies the request. The
 			// local limiter is in process: it never blocks, ignores ctx, and
 			// fails only when it is full (ErrTooManyKeys, kept in the error).
-			d, rc, lerr := l.outage.local.Take(context.Background(), key, n)
+			d, rc, lerr := l.local.Take(context.Background(), key, n)
 			return result{Decision: d, Source: SourceFallback, Err: fallbackErr(err, lerr), receipt: rc}
 		}
-		d, _ := l.outage.local.Peek(context.Background(), key, n)
+		d, _ := l.local.Peek(context.Background(), key, n)
 		return result{Decision: d, Source: SourceFallback, Err: fallbackErr(err, nil)}
 	case outageOpen:
 		if uint64(int64(n)-1) < uint64(l.maxN) {
@@ -411,23 +453,11 @@ func fallbackErr(err, local error) error {
 // errFallbackCircuitOpen is fallbackErr(errCircuitOpen, nil), made once.
 var errFallbackCircuitOpen = fmt.Errorf("%w (%w)", errCircuitOpen, atomiclimit.ErrFallback)
 
-// Key returns the Redis key that holds key's state: the prefix and key, with
-// key wrapped in a hash tag ({key}) under WithHashTag. Limiters that share a
-// hash-tagged key name (several bands of one user, with different prefixes)
-// then keep it in one Redis Cluster slot. (Redis hashes a key with an empty
-// tag, "{}", whole: under WithHashTag the empty key is not co-located.)
-func (l *Limiter) Key(key string) string {
-	if l.hashTag {
-		return l.prefix + "{" + key + "}"
-	}
-	return l.prefix + key
-}
-
 // Params returns the parameters Redis decides with: the limit's interval
 // rounded up to whole microseconds, and the burst. Decisions are exactly
 // Params().Decide's on Redis's clock. It is nil for a limiter of another
 // rule (NewRule).
-func (l *Limiter) Params() *gcra.Params {
+func (l *Limiter[K]) Params() *gcra.Params {
 	if l.rule != nil {
 		return nil
 	}
@@ -436,11 +466,11 @@ func (l *Limiter) Params() *gcra.Params {
 
 // Limit returns the limit as given to New (before rounding); the zero
 // Limit for a limiter of another rule (NewRule).
-func (l *Limiter) Limit() gcra.Limit { return l.limit }
+func (l *Limiter[K]) Limit() gcra.Limit { return l.limit }
 
 // String describes the limiter as the user wrote it, e.g. "100/s, burst 10
 // in redis", or for NewRule the rule, e.g. "60/min sliding log in redis".
-func (l *Limiter) String() string {
+func (l *Limiter[K]) String() string {
 	if l.rule != nil {
 		return l.rule.String() + " in redis"
 	}
@@ -451,10 +481,11 @@ func (l *Limiter) String() string {
 // Allowed: always 0 (the tests check it).
 var scriptMismatches atomic.Uint64
 
-// localNow is the over-limit cache's clock: ns since l.epoch, monotonic.
-func (l *Limiter) localNow() int64 {
-	if l.nowHook != nil {
-		return l.nowHook()
+// localNow is the over-limit cache's and the breaker's clock: ns since
+// c.epoch, monotonic.
+func (c *core) localNow() int64 {
+	if c.nowHook != nil {
+		return c.nowHook()
 	}
-	return int64(time.Since(l.epoch))
+	return int64(time.Since(c.epoch))
 }

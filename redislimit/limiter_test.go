@@ -78,7 +78,7 @@ func TestNewErrors(t *testing.T) {
 		{"timeout without context timeouts", plain, gcra.Per(1, time.Second), 1, []redislimit.Option{redislimit.WithTimeout(time.Second)}, redislimit.ErrContextTimeoutDisabled},
 		{"cache size 0", &noServer{}, gcra.Per(1, time.Second), 1, []redislimit.Option{redislimit.WithOverLimitCache(0)}, redislimit.ErrInvalidCacheSize},
 		{"zero outage", &noServer{}, gcra.Per(1, time.Second), 1, []redislimit.Option{redislimit.WithOutage(redislimit.Outage{})}, redislimit.ErrInvalidOutage},
-		{"nil fallback", &noServer{}, gcra.Per(1, time.Second), 1, []redislimit.Option{redislimit.WithOutage(redislimit.FallbackTo(nil))}, redislimit.ErrInvalidOutage},
+		{"nil fallback", &noServer{}, gcra.Per(1, time.Second), 1, []redislimit.Option{redislimit.WithOutage(redislimit.FallbackTo[string](nil))}, redislimit.ErrInvalidOutage},
 	} {
 		l, err := redislimit.New(tc.client, tc.limit, tc.burst, tc.opts...)
 		assert.Nil(t, l, tc.name)
@@ -197,7 +197,7 @@ func TestSourceAndOutageStrings(t *testing.T) {
 	}
 	assert.Equal(t, "fail-closed", redislimit.FailClosed.String())
 	assert.Equal(t, "fail-open", redislimit.FailOpen.String())
-	assert.Equal(t, "fallback", redislimit.FallbackTo(nil).String())
+	assert.Equal(t, "fallback", redislimit.FallbackTo[string](nil).String())
 	assert.Equal(t, "invalid", redislimit.Outage{}.String())
 }
 
@@ -357,14 +357,14 @@ func TestExampleFlow(t *testing.T) {
 
 // allowN reports whether Take admits n events for key: the boolean that
 // tests of admission alone look at.
-func allowN(l *redislimit.Limiter, ctx context.Context, key string, n int) bool {
+func allowN(l *redislimit.Limiter[string], ctx context.Context, key string, n int) bool {
 	d, _, _ := l.Take(ctx, key, n)
 	return d.Allowed
 }
 
 // decision is the decision Take makes for n events for key, for the tests
 // that look at it alone.
-func decision(l *redislimit.Limiter, ctx context.Context, key string, n int) gcra.Decision {
+func decision(l *redislimit.Limiter[string], ctx context.Context, key string, n int) gcra.Decision {
 	d, _, _ := l.Take(ctx, key, n)
 	return d
 }

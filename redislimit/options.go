@@ -16,6 +16,7 @@ type config struct {
 	outage    Outage
 	cacheSize int
 	cacheSet  bool
+	keyFunc   any          // WithKeyFunc's func(K) string (keys.go)
 	robust    robustConfig // options_robust.go
 }
 
@@ -24,8 +25,9 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // WithKeyPrefix sets the prefix of every Redis key (DefaultKeyPrefix
-// otherwise). Limiters with different limits on the same keys need
-// different prefixes: a key's state means nothing under another limit.
+// otherwise): the Redis key is the prefix and the key (Limiter.Key).
+// Limiters with different limits on the same keys need different prefixes:
+// a key's state means nothing under another limit.
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc(func(c *config) { c.prefix = prefix })
 }
@@ -41,13 +43,20 @@ func WithHashTag() Option {
 
 // WithTimeout bounds every call to Redis: after d, the Outage policy decides
 // and the call's error wraps context.DeadlineExceeded. 0, the default, sets no
-// bound beyond the caller's context and the client's own ReadTimeout and
-// WriteTimeout (3s by default in go-redis).
+// bound beyond the caller's context and the client's own timeouts (in
+// go-redis v9.22, 5s to read, with retries and redials on top: a request
+// waited 5s for a paused server and 1.7s for one that refused connections).
 //
-// go-redis applies a context's deadline to the connection only when the
-// client's ContextTimeoutEnabled is set; New rejects WithTimeout on a
+// The deadline covers the whole call: the wait for a pooled connection, the
+// dial, the write, the read, and the EVAL after a NOSCRIPT. go-redis
+// applies a context's deadline to the connection only when the client's
+// ContextTimeoutEnabled is set; New rejects WithTimeout on a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without it
-// (ErrContextTimeoutDisabled), because the bound would not hold.
+// (ErrContextTimeoutDisabled), because the bound would not hold. Set the
+// client's MaxRetries to -1 and DialerRetries to 1 as well: otherwise a
+// call to a server that refuses connections sleeps between retries and
+// redials until the deadline, instead of failing at once (the package
+// doc, "When Redis is slow or down", has the measurements).
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.timeout = d })
 }
@@ -80,8 +89,10 @@ func WithOverLimitCache(size int) Option {
 // timeout passed. Use FailClosed, FailOpen or FallbackTo; the zero Outage is
 // invalid.
 type Outage struct {
-	kind  outageKind
-	local *atomiclimit.Keyed[string]
+	kind outageKind
+	// local is FallbackTo's *atomiclimit.Keyed[K], for the K of the Limiter
+	// it is given to (checked by NewKeyed).
+	local any
 }
 
 type outageKind uint8
@@ -109,8 +120,10 @@ var (
 // of one process (say Per(rate/N, period)). Admissions made locally are not
 // written to Redis; when Redis is back, its buckets carry on from where they
 // were (a server restarted without persistence has lost them: every bucket
-// is full again). The caller owns k (its sweeper, Close).
-func FallbackTo(k *atomiclimit.Keyed[string]) Outage {
+// is full again). The caller owns k (its sweeper, Close). k's key type is
+// the Limiter's (ErrInvalidOutage otherwise): the policy moves between the
+// two with its keys.
+func FallbackTo[K comparable](k *atomiclimit.Keyed[K]) Outage {
 	return Outage{kind: outageFallback, local: k}
 }
 

@@ -73,26 +73,24 @@ func WithOverLimitCacheMaxAge(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.robust.cacheMaxAge, c.robust.cacheMaxAgeSet = d, true })
 }
 
-// applyRobust validates rc and applies it to l, after the rest of New.
-func (l *Limiter) applyRobust(rc *robustConfig) error {
+// applyRobust validates rc and applies it to c, after the rest of New; it
+// returns the over-limit cache's max age, in ns, for the cache (if any).
+func (c *core) applyRobust(rc *robustConfig) (maxAge int64, err error) {
 	if rc.breakerSet {
 		if rc.breakerFailures < 1 || rc.breakerWindow <= 0 {
-			return fmt.Errorf("%w: %d failures, window %v", ErrInvalidBreaker, rc.breakerFailures, rc.breakerWindow)
+			return 0, fmt.Errorf("%w: %d failures, window %v", ErrInvalidBreaker, rc.breakerFailures, rc.breakerWindow)
 		}
-		if !l.static { // the static limits make no call
-			l.breaker = &breaker{threshold: int64(rc.breakerFailures), window: int64(rc.breakerWindow)}
+		if !c.static { // the static limits make no call
+			c.breaker = &breaker{threshold: int64(rc.breakerFailures), window: int64(rc.breakerWindow)}
 		}
 	}
-	maxAge := DefaultCacheMaxAge
+	maxAge = int64(DefaultCacheMaxAge)
 	if rc.cacheMaxAgeSet {
 		if rc.cacheMaxAge <= 0 {
-			return fmt.Errorf("%w: %v", ErrInvalidCacheMaxAge, rc.cacheMaxAge)
+			return 0, fmt.Errorf("%w: %v", ErrInvalidCacheMaxAge, rc.cacheMaxAge)
 		}
-		maxAge = rc.cacheMaxAge
+		maxAge = int64(rc.cacheMaxAge)
 	}
-	if l.cache != nil {
-		l.cache.maxAge = int64(maxAge)
-	}
-	l.hook, l.hookPolicy = rc.hook.heard(), rc.hookPolicy
-	return nil
+	c.hook, c.hookPolicy = rc.hook.heard(), rc.hookPolicy
+	return maxAge, nil
 }

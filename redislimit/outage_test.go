@@ -3,6 +3,7 @@ package redislimit_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +200,103 @@ func TestTimeout(t *testing.T) {
 
 	require.NoError(t, admin.Do(ctx, "CLIENT", "UNPAUSE").Err())
 	waitFor(t, "redis to decide again", func() bool { return l.TakeResult(ctx, "k", 1).Source == redislimit.SourceRedis })
+}
+
+// fleetOptions are the go-redis options the README recommends for a
+// limiter's client, with WithTimeout: deadlines from the context on the
+// connection (WithTimeout needs it), no retry of a failed command (a retry
+// would sleep until the deadline), and one dial per attempt (a refused
+// dial would wait 100ms between redials, again until the deadline).
+func fleetOptions(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
+}
+
+// TestOutageLatency (issue 29): with fleetOptions and WithTimeout(50ms), a
+// request through the limiter is answered by its Outage policy within the
+// timeout whether Redis refuses connections (the server is gone) or does
+// not answer (SIGSTOP: connections open, nothing is read), one request at
+// a time or 64 at once (more than the client's pool holds, so some wait
+// for a connection); with WithBreaker, the requests after the threshold do
+// not reach Redis at all. Once Redis is back it decides again. The bound
+// asserted is generous (1s, for a loaded machine: on 2 idle cores a request
+// takes 0.1ms refused and 51ms paused); go-redis's defaults, with no
+// WithTimeout, take 1.7s (refused: 4 attempts of 5 dials) and 5s (paused:
+// ReadTimeout) per request.
+func TestOutageLatency(t *testing.T) {
+	const timeout, bound = 50 * time.Millisecond, time.Second
+	ctx := context.Background()
+	key := netip.MustParsePrefix("2001:db8::/64")
+	for _, outage := range []string{"refused", "paused"} {
+		t.Run("outage="+outage, func(t *testing.T) {
+			s := startServer(t)
+			c := redis.NewClient(fleetOptions(s.addr()))
+			t.Cleanup(func() { c.Close() })
+			local, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Every(time.Hour), 1000)
+			require.NoError(t, err)
+			defer local.Close()
+			newLimiter := func(opts ...redislimit.Option) *redislimit.Limiter[netip.Prefix] {
+				opts = append(opts, redislimit.WithTimeout(timeout), redislimit.WithOutage(redislimit.FallbackTo(local)))
+				l, err := redislimit.NewKeyed[netip.Prefix](c, gcra.Every(time.Microsecond), 1<<20, opts...)
+				require.NoError(t, err)
+				require.Equal(t, redislimit.SourceRedis, l.TakeResult(ctx, key, 1).Source) // a pooled connection
+				return l
+			}
+			l := newLimiter()
+			brk := newLimiter(redislimit.WithBreaker(3, time.Hour), redislimit.WithKeyPrefix(uniq(t)))
+
+			// timed is one request's decision and how long it took.
+			timed := func(l *redislimit.Limiter[netip.Prefix]) (redislimit.Result, time.Duration) {
+				start := time.Now()
+				r := l.TakeResult(ctx, key, 1)
+				return r, time.Since(start)
+			}
+			if outage == "refused" {
+				s.kill()
+			} else {
+				s.pause(t)
+			}
+
+			for i := range 5 {
+				r, took := timed(l)
+				assert.Equal(t, redislimit.SourceFallback, r.Source, "request %d", i)
+				assert.ErrorIs(t, r.Err, redislimit.ErrUnavailable, "request %d", i)
+				assert.Less(t, took, bound, "request %d", i)
+			}
+			var wg sync.WaitGroup
+			var slow, notFallback atomic.Int64
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, took := timed(l)
+					if took >= bound {
+						slow.Add(1)
+					}
+					if r.Source != redislimit.SourceFallback {
+						notFallback.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Zero(t, slow.Load(), "concurrent requests that took %v or more", bound)
+			assert.Zero(t, notFallback.Load(), "concurrent requests not decided by the fallback")
+
+			// The breaker: three outages, then no call to Redis.
+			for i := range 3 {
+				r, took := timed(brk)
+				assert.NotErrorIs(t, r.Err, redislimit.ErrCircuitOpen, "request %d", i)
+				assert.Less(t, took, bound, "request %d", i)
+			}
+			r, _ := timed(brk)
+			assert.Equal(t, redislimit.SourceFallback, r.Source)
+			assert.ErrorIs(t, r.Err, redislimit.ErrCircuitOpen)
+
+			if outage == "refused" {
+				s.restart(t)
+			} else {
+				s.resume(t)
+			}
+			waitFor(t, "redis to decide again", func() bool { return l.TakeResult(ctx, key, 1).Source == redislimit.SourceRedis })
+		})
+	}
 }

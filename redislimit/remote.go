@@ -10,8 +10,8 @@ import (
 // A remote is one algorithm decided in Redis: the scripts it runs, their
 // arguments, and how a reply becomes a gcra.Decision and a receipt. A
 // Limiter holds one, GCRA's (New) or a rule's (NewRule, rule.go), and
-// Allow, Take, Peek and Refund go through it; it reaches Redis only
-// through Limiter.call (classify.go), so every script gets the same
+// Allow, Take, Peek and Refund go through it, with the Redis key already
+// built; it reaches Redis only through core.call (classify.go), so every script gets the same
 // timeout, breaker and classification of its errors. Implementations are
 // immutable.
 type remote interface {
@@ -21,11 +21,11 @@ type remote interface {
 	// opPeek for an n that no state admits. nowMicros ≥ 0 replaces Redis
 	// TIME (tests only). An error is call's, or wraps ErrCorrupt: then the
 	// script repaired the state and the decision is made on the repair.
-	decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error)
+	decide(ctx context.Context, l *core, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error)
 	// refund gives back the n of the admission that returned rc, if rkey's
 	// state still counts it, in one call; the caller has checked that rc
 	// is not zero, that its values are below 2^53, and that 1 ≤ n ≤ maxN.
-	refund(ctx context.Context, l *Limiter, rkey string, n int, rc receipt, nowMicros int64) (bool, error)
+	refund(ctx context.Context, l *core, rkey string, n int, rc receipt, nowMicros int64) (bool, error)
 }
 
 // A receipt is what Take's atomiclimit.Receipt carries for a give-back in
@@ -55,7 +55,7 @@ func ints(reply any, dst []int64) bool {
 // its give-back epoch.
 type gcraRemote struct{}
 
-func (gcraRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
+func (gcraRemote) decide(ctx context.Context, l *core, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
 	debt, ok, tk, err := l.eval(ctx, rkey, n, o, nowMicros)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return gcra.Decision{}, receipt{}, err
@@ -79,6 +79,6 @@ func (gcraRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o 
 	return d, receipt{tk.tat, tk.at, tk.epoch}, err
 }
 
-func (gcraRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
+func (gcraRemote) refund(ctx context.Context, l *core, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
 	return l.evalRefund(ctx, rkey, n, taken{tat: rc[0], at: rc[1], epoch: rc[2]}, nowMicros)
 }

@@ -27,7 +27,7 @@ var resetScript = func() script {
 // from Redis before the DEL, recorded after it), may deny key for up to
 // the cache's max age (WithOverLimitCacheMaxAge, 1s by default) after the
 // reset.
-func (l *Limiter) Reset(ctx context.Context, key string) error {
+func (l *Limiter[K]) Reset(ctx context.Context, key K) error {
 	if l.static {
 		return nil
 	}

@@ -36,12 +36,19 @@ var (
 	ErrResolution = errors.New("redislimit: window or offset not exact in microseconds")
 )
 
-// NewRule returns a Limiter that holds every key to rule, deciding in Redis
-// through client, with the decisions, every field of them, that an
-// in-process limiter of rule makes (atomiclimit.NewKeyedRule) at the
-// instants Redis TIME reports (see the package doc):
+// NewRule returns a Limiter keyed by strings that holds every key to rule:
+// NewKeyedRule[string](client, rule, opts...).
+func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Limiter[string], error) {
+	return NewKeyedRule[string](client, rule, opts...)
+}
+
+// NewKeyedRule returns a Limiter keyed by K that holds every key to rule,
+// deciding in Redis through client, with the decisions, every field of
+// them, that an in-process limiter of rule makes
+// (atomiclimit.NewKeyedRule[K](rule)) at the instants Redis TIME reports
+// (see the package doc):
 //
-//   - GCRA: New's limiter (New(client, limit, burst, opts...)).
+//   - GCRA: NewKeyed's limiter (NewKeyed[K](client, limit, burst, opts...)).
 //   - FixedWindowUTC: the windows start at the same UTC boundaries in every
 //     process. (FixedWindow is rejected: ErrUnsupported.)
 //   - SlidingCounter: its fixed windows start at 1970-01-01T00:00:00Z +
@@ -64,13 +71,13 @@ var (
 // (Quota().Refunds()). Quota is the in-process Quota. WithOverLimitCache
 // applies to GCRA only (ErrUnsupported). A window, slice or offset must be a
 // whole number of µs (ErrResolution). FixedWindow is rejected
-// (ErrUnsupported).
+// (ErrUnsupported). Keys become Redis keys as NewKeyed's do.
 //
 // Errors: rule's own, as atomiclimit.NewKeyedRule reports them
 // (ErrInvalidRule, ErrInvalidLimit, …), wrapped with "redislimit: "; then
-// ErrUnsupported, ErrResolution, ErrRateTooHigh (a GCRA band), and New's.
-// NewRule makes no call to Redis.
-func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Limiter, error) {
+// ErrUnsupported, ErrResolution, ErrRateTooHigh (a GCRA band), and
+// NewKeyed's. NewKeyedRule makes no call to Redis.
+func NewKeyedRule[K comparable](client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Limiter[K], error) {
 	if client == nil {
 		return nil, ErrNilClient
 	}
@@ -86,7 +93,7 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 		sp = sp.bands[0] // one band is that band, as in process
 	}
 	if sp.kind == specGCRA {
-		return New(client, sp.limit, sp.burst, opts...)
+		return NewKeyed[K](client, sp.limit, sp.burst, opts...)
 	}
 	specs := []spec{sp}
 	if sp.kind == specBands {
@@ -108,9 +115,9 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 	}
 	r.refunds = len(specs) == 1 && r.bands[0].kind != bandLog
 
-	// The options as New applies them, every one, by New itself: a GCRA
-	// limiter whose algorithm is then replaced by the rule's.
-	l, err := New(client, gcra.Every(time.Second), 1, opts...)
+	// The options as NewKeyed applies them, every one, by NewKeyed itself: a
+	// GCRA limiter whose algorithm is then replaced by the rule's.
+	l, err := NewKeyed[K](client, gcra.Every(time.Second), 1, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +312,7 @@ type ruleRemote struct {
 	refunds bool  // one fixed, counter or rolling band: Take returns receipts
 }
 
-func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
+func (r *ruleRemote) decide(ctx context.Context, l *core, rkey string, n int, o op, nowMicros int64) (gcra.Decision, receipt, error) {
 	args := make([]any, 3, 3+len(r.args))
 	args[0], args[1], args[2] = opArgs[o], n, ""
 	if nowMicros >= 0 {
@@ -357,7 +364,7 @@ func (r *ruleRemote) decide(ctx context.Context, l *Limiter, rkey string, n int,
 	return d, rc, err
 }
 
-func (r *ruleRemote) refund(ctx context.Context, l *Limiter, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
+func (r *ruleRemote) refund(ctx context.Context, l *core, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
 	if !r.refunds {
 		return false, nil // the log and bands return no receipts
 	}

@@ -242,18 +242,20 @@ func TestRuleCorruptRepaired(t *testing.T) {
 	now := int64(1_800_000_000_000_000) // µs
 	corruptions := []struct {
 		name string
-		set  func(l *redislimit.Limiter, rk string) error
+		set  func(l *redislimit.Limiter[string], rk string) error
 	}{
-		{"a decimal TAT", func(_ *redislimit.Limiter, rk string) error { return c.Set(ctx, rk, "1795435500712339", 0).Err() }},
-		{"one word more", func(l *redislimit.Limiter, rk string) error {
+		{"a decimal TAT", func(_ *redislimit.Limiter[string], rk string) error {
+			return c.Set(ctx, rk, "1795435500712339", 0).Err()
+		}},
+		{"one word more", func(l *redislimit.Limiter[string], rk string) error {
 			return c.Set(ctx, rk, strings.Repeat("\x00", 8*(stateWords(c, l)+1)), 0).Err()
 		}},
-		{"a word of 2^53", func(l *redislimit.Limiter, rk string) error {
+		{"a word of 2^53", func(l *redislimit.Limiter[string], rk string) error {
 			return c.Set(ctx, rk, "\x00\x20"+strings.Repeat("\x00", 8*stateWords(c, l)-2), 0).Err()
 		}},
-		{"a list", func(_ *redislimit.Limiter, rk string) error { return c.LPush(ctx, rk, "x").Err() }},
-		{"a hash", func(_ *redislimit.Limiter, rk string) error { return c.HSet(ctx, rk, "f", "1").Err() }},
-		{"a century ahead, no expiry", func(l *redislimit.Limiter, rk string) error {
+		{"a list", func(_ *redislimit.Limiter[string], rk string) error { return c.LPush(ctx, rk, "x").Err() }},
+		{"a hash", func(_ *redislimit.Limiter[string], rk string) error { return c.HSet(ctx, rk, "f", "1").Err() }},
+		{"a century ahead, no expiry", func(l *redislimit.Limiter[string], rk string) error {
 			if r := l.DecideAt(ctx, "k", 1, true, now+100*365*24*3600_000_000); !r.Allowed {
 				return fmt.Errorf("not admitted: %v", r.Err)
 			}
@@ -261,7 +263,7 @@ func TestRuleCorruptRepaired(t *testing.T) {
 		}},
 		// Expiring, but a year from now: before, a state that locked the
 		// key out for that year.
-		{"a year ahead, expiring in a year", func(l *redislimit.Limiter, rk string) error {
+		{"a year ahead, expiring in a year", func(l *redislimit.Limiter[string], rk string) error {
 			const year = 365 * 24 * time.Hour
 			if r := l.DecideAt(ctx, "k", 1, true, now+year.Microseconds()); !r.Allowed {
 				return fmt.Errorf("not admitted: %v", r.Err)
@@ -378,7 +380,7 @@ func TestRuleCorruptThreshold(t *testing.T) {
 
 // stateWords is the number of words of l's state, as its first admission
 // (on a key of its own) writes them.
-func stateWords(c *redis.Client, l *redislimit.Limiter) int {
+func stateWords(c *redis.Client, l *redislimit.Limiter[string]) int {
 	ctx := context.Background()
 	key := fmt.Sprint("stateWords:", prefixSeq.Add(1))
 	if !l.Allow(ctx, key) {

@@ -198,7 +198,7 @@ type taken struct {
 //
 // An error is call's, or wraps ErrCorrupt: then the script repaired the
 // key's state and the other results are its decision on the repair.
-func (l *Limiter) eval(ctx context.Context, rkey string, n int, o op, nowMicros int64) (debt int64, ok bool, tk taken, err error) {
+func (l *core) eval(ctx context.Context, rkey string, n int, o op, nowMicros int64) (debt int64, ok bool, tk taken, err error) {
 	keys := []string{rkey}
 	var args []any
 	if nowMicros >= 0 {
@@ -333,7 +333,7 @@ const maxReceipt = uint64(1) << 53
 // evalRefund runs refundLua (through call: ctx is the caller's) and reports
 // whether it gave anything back. nowMicros < 0 means "read TIME" (always,
 // outside tests).
-func (l *Limiter) evalRefund(ctx context.Context, rkey string, n int, tk taken, nowMicros int64) (bool, error) {
+func (l *core) evalRefund(ctx context.Context, rkey string, n int, tk taken, nowMicros int64) (bool, error) {
 	keys := []string{rkey}
 	args := []any{l.argT, l.argSpan, n, strconv.FormatUint(tk.tat, 10), strconv.FormatUint(tk.at, 10), strconv.FormatUint(tk.epoch, 10)}
 	if nowMicros >= 0 {

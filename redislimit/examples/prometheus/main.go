@@ -209,7 +209,7 @@ func main() {
 // denials by Redis, denials by the over-limit cache, a corrupt state
 // repaired, and outages on a port where nothing listens, until the breaker
 // opens.
-func selfTest(lim *redislimit.Limiter, rdb *redis.Client, hook *PromHook) {
+func selfTest(lim *redislimit.Limiter[string], rdb *redis.Client, hook *PromHook) {
 	ctx := context.Background()
 	for range 8 {
 		lim.Allow(ctx, "192.0.2.1") // 5 admitted, then denied (Redis once, then the cache)
