@@ -392,3 +392,32 @@ func BenchmarkEmpty(b *testing.B) {
 		})
 	}
 }
+
+// A map of keys that are hashes already holds, finds, sweeps and bounds
+// them as a map of any key does.
+func TestNewHashed(t *testing.T) {
+	m := NewHashed[*int](WithShards(4), WithLimit(3))
+	vals := []int{1, 2, 3}
+	for i, k := range []uint64{0x0123456789abcdef, 0xfedcba9876543210, 0x8000000000000001} {
+		v, loaded, err := m.LoadOrCreate(k, func() *int { return &vals[i] })
+		if err != nil || loaded || *v != vals[i] {
+			t.Fatalf("key %x: %v %v %v", k, *v, loaded, err)
+		}
+	}
+	if _, _, err := m.LoadOrCreate(42, func() *int { return new(int) }); err != ErrFull {
+		t.Fatalf("a fourth key in a map of 3: %v", err)
+	}
+	if v, ok := m.Load(0xfedcba9876543210); !ok || *v != 2 {
+		t.Fatalf("Load: %v %v", v, ok)
+	}
+	if _, ok := m.Load(0xfedcba9876543211); ok {
+		t.Fatal("a key never stored was found")
+	}
+	n := 0
+	for i := range m.Shards() {
+		m.SweepShard(i, func(k uint64, v *int) bool { n++; return *v == 3 })
+	}
+	if n != 3 || m.Len() != 2 {
+		t.Fatalf("swept %d entries, %d left", n, m.Len())
+	}
+}
