@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/internal/timebase"
 )
 
 const year = 365 * 24 * time.Hour
@@ -123,4 +125,10 @@ func TestFarStateWithinReachStays(t *testing.T) {
 	assert.Equal(t, 0, sim.SweepAt(at), "a sweep at a stamped time keeps it")
 	assert.Zero(t, sim.Stats().EvictedActive)
 	assert.Equal(t, fmt.Sprint(1), fmt.Sprint(sim.Stats().Keys))
+}
+
+// The clock's latest time is the arithmetic's (timebase does not import
+// gcra: it only needs where gcra's times end).
+func TestClockEndsWhereTheArithmeticDoes(t *testing.T) {
+	assert.Equal(t, int64(gcra.MaxNow), timebase.MaxNow)
 }

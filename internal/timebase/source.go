@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-
-	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
 // A Clock tells the time. time.Now is the implementation the limiters use
@@ -32,7 +30,7 @@ const (
 )
 
 // A Source reads the time as nanoseconds since its epoch, clamped by
-// gcra.Nanos to [0, gcra.MaxNow]. (The coarse reading is stored unclamped:
+// nanos to [0, MaxNow]. (The coarse reading is stored unclamped:
 // time.Since of the process epoch is never negative, and stays below MaxNow
 // for 73 years of uptime.) Its zero value reads the monotonic clock.
 // A Source is immutable after construction and safe for concurrent use.
@@ -65,9 +63,9 @@ func (s *Source) Now() int64 {
 
 func (s *Source) precise() int64 {
 	if s.mode == modeClock {
-		return gcra.Nanos(s.clock.Now().Sub(s.epoch))
+		return nanos(s.clock.Now().Sub(s.epoch))
 	}
-	return gcra.Nanos(time.Since(s.epoch))
+	return nanos(time.Since(s.epoch))
 }
 
 // Refresh is for a decision at now, read from s, that was denied: for a
@@ -154,7 +152,16 @@ func (s *Source) IsCoarse() bool { return s.mode == modeCoarse }
 
 // At converts t to nanoseconds since the epoch. Times before the epoch count
 // as the epoch (see gcra.Nanos: only ever stricter).
-func (s *Source) At(t time.Time) int64 { return gcra.Nanos(t.Sub(s.epoch)) }
+func (s *Source) At(t time.Time) int64 { return nanos(t.Sub(s.epoch)) }
+
+// MaxNow is the latest time a Source reads, in ns since its epoch: 2^61
+// ns, about 73 years, gcra.MaxNow (a test of the root package holds the two
+// together: the clock knows no arithmetic, only where the arithmetic's
+// times end).
+const MaxNow = int64(1) << 61
+
+// nanos is d clamped to [0, MaxNow], as gcra.Nanos clamps it.
+func nanos(d time.Duration) int64 { return min(max(int64(d), 0), MaxNow) }
 
 // Time converts nanoseconds since the epoch back to a time.Time. For the
 // monotonic and coarse sources the result carries a monotonic reading, so
