@@ -8,9 +8,9 @@ import (
 )
 
 // A Bucket is a GCRA bucket whose whole state is one atomic word, the TAT:
-// the specialised CompareAndSwap loops of the one-word GCRA state, which
-// the limiters' fast paths inline and atomicbucket publishes. They decide
-// as Word(&GCRA{p}) does (the tests check it), without its dynamic calls.
+// AdmitWord's loop specialised to gcra.Params, which the limiters' fast
+// paths inline and atomicbucket publishes. It decides as Word(&GCRA{p})
+// does (TestBucketDecidesAsWord), without its dynamic calls.
 //
 // Its word: bits 63..0 hold TAT ≥ 0 as an int64, always < 2^63 (gcra keeps
 // every stored TAT at most MaxNow + MaxSpan + MaxWait = 2^62 + 2^60), or

@@ -47,9 +47,12 @@ func (w word) Admits(s State, now int64, n int) bool {
 
 func (w word) Admit(s State, now int64, n int) (uint64, bool) { return AdmitWord(s.Word, w.r, now, n) }
 
-// AdmitWord is the one CompareAndSwap loop of every one-word rule: it
-// decides n at now on *p under r and stores the admission. It returns the
-// word stored (what Refund needs) and whether n was admitted.
+// AdmitWord is the CompareAndSwap loop of every one-word rule: it decides n
+// at now on *p under r and stores the admission. It returns the word stored
+// (what Refund needs) and whether n was admitted. GCRA's fast paths take
+// Bucket's loops instead, the same loop specialised to gcra.Params (no
+// dynamic call, inlined: TestFastPathInlines), which TestBucketDecidesAsWord
+// holds to this one.
 func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
 	for {
 		old := p.Load()
