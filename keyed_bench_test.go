@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -509,4 +510,240 @@ func BenchmarkKeyedFullScan(b *testing.B) {
 		}
 		h.Report(b)
 	})
+}
+
+// The keyed algorithms side by side, for the choice table in the root
+// package's doc: each as a atomiclimit.Keyed on string keys, Allow on the monotonic
+// clock.
+//
+//	go test . -run='^$' -bench='KeyedAlgo' -count=10 -cpu=2 > algo.txt
+//	benchstat -col /algo algo.txt
+//
+// path=serial is one goroutine on one key; path=hot is every P on one key;
+// path=spread is every P over 1,000,000 keys (100,000 with -short), uniform.
+// The limits are wide enough that most calls are admitted where the
+// algorithm allows it; allowed/op says how many were. BenchmarkKeyedAlgoMemory
+// reports heap bytes per key (keys' own bytes excluded: the names exist
+// before the limiter); run it with -benchtime=1x.
+
+// keyedAlgoNames are the algorithms newKeyedAlgo builds as keyed limiters:
+// GCRA, the fixed window, the sliding counter, the sliding log (N = 16) and
+// three bands (GCRA + fixed + counter).
+var keyedAlgoNames = []string{"gcra", "fixed", "counter", "log", "bands"}
+
+type keyedAllower interface {
+	Allow(key string) bool
+	Stats() atomiclimit.Stats
+}
+
+func newKeyedAlgo(algo string) keyedAllower {
+	const noSweep = 0
+	var rule atomiclimit.Rule
+	switch algo {
+	case "gcra":
+		rule = atomiclimit.GCRA(gcra.Every(time.Nanosecond), 1<<30)
+	case "fixed":
+		rule = atomiclimit.FixedWindow(1<<30, time.Hour)
+	case "counter":
+		rule = atomiclimit.SlidingCounter(1<<21, time.Hour)
+	case "log":
+		rule = atomiclimit.SlidingLog(16, time.Millisecond)
+	case "bands":
+		rule = atomiclimit.Bands(
+			atomiclimit.GCRA(gcra.Every(time.Nanosecond), 1<<30),
+			atomiclimit.FixedWindow(1<<30, time.Hour),
+			atomiclimit.SlidingCounter(1<<21, time.Hour),
+		)
+	}
+	k, err := atomiclimit.NewKeyedRule[string](rule, atomiclimit.WithSweepInterval(noSweep))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+var (
+	algoKeyNames []string
+	algoSeq      []uint32
+)
+
+func algoFixtures() {
+	if algoKeyNames != nil {
+		return
+	}
+	keys := 1_000_000
+	if testing.Short() {
+		keys = 100_000
+	}
+	algoKeyNames = make([]string, keys)
+	for i := range algoKeyNames {
+		algoKeyNames[i] = fmt.Sprintf("user-%07d", i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	algoSeq = make([]uint32, 1<<22)
+	for i := range algoSeq {
+		algoSeq[i] = uint32(rng.IntN(keys))
+	}
+}
+
+func BenchmarkKeyedAlgo(b *testing.B) {
+	algoFixtures()
+	for _, path := range []string{"serial", "hot", "spread"} {
+		for _, algo := range keyedAlgoNames {
+			name := fmt.Sprintf("path=%s/algo=%s", path, algo)
+			if path == "spread" {
+				name = fmt.Sprintf("path=spread/keys=%d/algo=%s", len(algoKeyNames), algo)
+			}
+			b.Run(name, func(b *testing.B) {
+				k := newKeyedAlgo(algo)
+				if path == "spread" {
+					for _, key := range algoKeyNames {
+						k.Allow(key)
+					}
+				} else {
+					k.Allow("hot")
+				}
+				var allowed atomic.Int64
+				b.ReportAllocs()
+				b.ResetTimer()
+				if path == "serial" {
+					n := int64(0)
+					for range b.N {
+						if k.Allow("hot") {
+							n++
+						}
+					}
+					allowed.Add(n)
+				} else {
+					var start atomic.Uint64
+					b.RunParallel(func(pb *testing.PB) {
+						i, n := int(start.Add(1)*104729), int64(0)
+						for pb.Next() {
+							key := "hot"
+							if path == "spread" {
+								key = algoKeyNames[algoSeq[i&(len(algoSeq)-1)]]
+								i++
+							}
+							if k.Allow(key) {
+								n++
+							}
+						}
+						allowed.Add(n)
+					})
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(allowed.Load())/float64(b.N), "allowed/op")
+				runtime.KeepAlive(k)
+			})
+		}
+	}
+}
+
+// BenchmarkKeyedAlgoMemory fills each keyed limiter with every key and
+// reports the heap it holds per key. (It was window's BenchmarkKeyedMemory;
+// that name is this package's GCRA memory benchmark.)
+func BenchmarkKeyedAlgoMemory(b *testing.B) {
+	algoFixtures()
+	for _, algo := range keyedAlgoNames {
+		b.Run(fmt.Sprintf("keys=%d/algo=%s", len(algoKeyNames), algo), func(b *testing.B) {
+			var perKey float64
+			for range b.N {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				k := newKeyedAlgo(algo)
+				for _, key := range algoKeyNames {
+					k.Allow(key)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if k.Stats().Keys != len(algoKeyNames) {
+					b.Fatalf("holds %d keys", k.Stats().Keys)
+				}
+				perKey = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(algoKeyNames))
+				runtime.KeepAlive(k)
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
+}
+
+// BenchmarkKeyedGC measures what holding keys costs the garbage collector
+// of the process that holds them: the time of a forced full collection
+// with gcKeys string keys held (the median of five), beside the same keys
+// held alone in a slice, in the same run; and the heap objects and bytes
+// each key adds. store=keys is the keys alone; store=keyed a Keyed limiter
+// that has seen every key (the keys held too, as a server's are not: a
+// per-request string is garbage once the request is done, unless the store
+// keeps it); store=xsync an xsync MapOf[string, *atomic.Uint64], the
+// plainest lock-free store of one word per key.
+//
+//	go test -run='^$' -bench=KeyedGC -benchtime=1x -count=5 .
+func BenchmarkKeyedGC(b *testing.B) {
+	n := 1_000_000
+	if testing.Short() {
+		n = 100_000
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%08d", i)
+	}
+	for _, store := range []struct {
+		name string
+		fill func() any
+	}{
+		{"keys", func() any { return nil }},
+		{"keyed", func() any {
+			k, _ := atomiclimit.NewKeyed[string](atomiclimit.PerSecond(10), 10, atomiclimit.WithSweepInterval(0))
+			for _, key := range keys {
+				k.Allow(key)
+			}
+			return k
+		}},
+		{"xsync", func() any {
+			m := xsync.NewMapOf[string, *atomic.Uint64]()
+			for _, key := range keys {
+				m.Store(key, new(atomic.Uint64))
+			}
+			return m
+		}},
+	} {
+		b.Run(fmt.Sprintf("keys=%d/store=%s", n, store.name), func(b *testing.B) {
+			var gc time.Duration
+			var objects, bytes float64
+			for range b.N {
+				before := memStats()
+				v := store.fill()
+				after := memStats()
+				objects = float64(after.HeapObjects-before.HeapObjects) / float64(n)
+				bytes = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
+				gc = medianGC(5)
+				runtime.KeepAlive(v)
+			}
+			runtime.KeepAlive(keys)
+			b.ReportMetric(float64(gc)/1e6, "gc-ms")
+			b.ReportMetric(objects, "objects/key")
+			b.ReportMetric(bytes, "B/key")
+		})
+	}
+}
+
+func memStats() runtime.MemStats {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms
+}
+
+// medianGC is the median time of k forced full collections.
+func medianGC(k int) time.Duration {
+	ts := make([]time.Duration, k)
+	for i := range ts {
+		start := time.Now()
+		runtime.GC()
+		ts[i] = time.Since(start)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts[k/2]
 }
