@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-
-	"github.com/atomiclimit/atomiclimit/internal/clientip"
 )
 
 // ErrRemoteAddr is returned by the client-IP key functions when the
@@ -16,11 +14,22 @@ import (
 // TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
-// A ProxyHeader names the forwarding header a trusted proxy sets.
+// A ProxyHeader names the forwarding header a trusted proxy sets. In gRPC
+// metadata the same field has the name lower-cased ("x-forwarded-for").
 type ProxyHeader uint8
 
-// String returns the header's name ("X-Forwarded-For").
-func (h ProxyHeader) String() string { return clientip.Field(h).String() }
+var proxyHeaderNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+
+// String returns the header's name as its specification spells it
+// ("X-Real-IP"), or "ProxyHeader(N)" for an unknown one.
+func (h ProxyHeader) String() string {
+	if h.valid() {
+		return proxyHeaderNames[h]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
+}
+
+func (h ProxyHeader) valid() bool { return int(h) < len(proxyHeaderNames) }
 
 const (
 	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
@@ -99,7 +108,7 @@ type IPOptions struct {
 // port (quoted in Forwarded, as RFC 7239 requires; a bare IPv6 address is
 // accepted unquoted too). Invalid options are ErrConfig.
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
-	res, err := clientip.NewFor(o)
+	res, err := newResolver(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -109,8 +118,35 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 		if err != nil {
 			return netip.Prefix{}, err
 		}
-		return res.Key(peer, unix, func() []string { return r.Header[header] }), nil
+		return res.key(peer, unix, func() []string { return r.Header[header] }), nil
 	}, nil
+}
+
+// ClientPrefix returns ClientIP's rule for a door of another protocol, one
+// that finds a request's peer and forwarding field its own way:
+// grpclimit's ClientIP is this rule over a call's peer and its incoming
+// metadata. The function it returns takes the peer's address (IPv4-mapped
+// addresses are unmapped and zones dropped; the zero Addr stands for a
+// unix-socket peer, see IPOptions.TrustUnixSocket) and a function that
+// returns the lines of the forwarding field o.Header names (header lines,
+// or metadata values), which it calls only when the peer is a trusted
+// proxy. It returns the client's prefix, exactly as ClientIP does for an
+// HTTP request, and allocates nothing but what values does. Invalid
+// options are ErrConfig.
+func ClientPrefix(o IPOptions) (func(peer netip.Addr, values func() []string) netip.Prefix, error) {
+	res, err := newResolver(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return res.prefix, nil
+}
+
+// prefix is ClientPrefix's function.
+func (r *resolver) prefix(peer netip.Addr, values func() []string) netip.Prefix {
+	if !peer.IsValid() {
+		return r.key(netip.IPv6Unspecified(), true, values)
+	}
+	return r.key(normalize(peer), false, values)
 }
 
 // RemoteIP keys a request on RemoteAddr alone, IPv6 grouped by /64 and IPv4
@@ -120,17 +156,17 @@ func RemoteIP(r *http.Request) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	return clientip.Mask(a, 32, 64), nil
+	return mask(a, 32, 64), nil
 }
 
 // remotePeer parses RemoteAddr: an address ("ip:port", "[ip6]:port" or a
 // bare address), normalized, or a unix-socket peer (see
 // IPOptions.TrustUnixSocket), whose address is the unspecified one (::).
 func remotePeer(s string) (a netip.Addr, unix bool, err error) {
-	if a, ok := clientip.ParsePeer(s); ok {
+	if a, ok := parsePeer(s); ok {
 		return a, false, nil
 	}
-	if clientip.IsUnixPeer(s) {
+	if isUnixPeer(s) {
 		return netip.IPv6Unspecified(), true, nil
 	}
 	return netip.Addr{}, false, fmt.Errorf("%w: %q", ErrRemoteAddr, s)

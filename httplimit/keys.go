@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // A KeyFunc returns the key a request is limited under: its partition. An
@@ -100,7 +99,7 @@ func APIKey(header string, valid func(key string) bool, opts ...KeyOption) KeyFu
 	auth := canon == "Authorization"
 	limit := keyConfigOf(opts).maxLen
 	return func(r *http.Request) (string, error) {
-		k, bare := httpsyntax.APIKey(r.Header[canon], auth)
+		k, bare := apiKey(r.Header[canon], auth)
 		switch {
 		case k == "", bare && strings.EqualFold(k, "Bearer"): // none, or the scheme without a token
 			return "", ErrNoKey
