@@ -379,9 +379,11 @@ func longer(a, b time.Duration) bool {
 // each policy that admitted it (not one that failed open); for Deny, a
 // Denied event with its wait for each policy that violated it (none for
 // the policies that gave their admission back); for Overloaded, an
-// Overloaded event for the full limiter's policy. A Gone request is not
-// reported. h's nil fields are events nobody hears. Without a hook it costs
-// a request one inlined comparison.
+// Overloaded event for the full limiter's policy, and not an Error event
+// for its refusal (ErrTooManyKeys is the server's capacity, not an
+// outage; a full fallback's outage is an Error event). A Gone request is
+// not reported. h's nil fields are events nobody hears. Without a hook it
+// costs a request one inlined comparison.
 func (s *Stack[K]) Report(h *Hook, res Result, out []Outcome, n int) {
 	if h != nil && res != Gone {
 		s.report(h, res, out, n)
@@ -392,7 +394,7 @@ func (s *Stack[K]) Report(h *Hook, res Result, out []Outcome, n int) {
 func (s *Stack[K]) report(h *Hook, res Result, out []Outcome, n int) {
 	for j := range s.pols {
 		o, name := &out[j], s.pols[j].Name
-		if o.Err != nil && h.Error != nil {
+		if o.Err != nil && h.Error != nil && (o.Kind != Full || errors.Is(o.Err, ErrFallback)) {
 			h.Error(name, o.Err)
 		}
 		switch {
