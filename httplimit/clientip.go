@@ -122,27 +122,26 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 	}, nil
 }
 
-// ClientPrefix returns ClientIP's rule for a door of another protocol, one
-// that finds a request's peer and forwarding field its own way:
-// grpclimit's ClientIP is this rule over a call's peer and its incoming
-// metadata. The function it returns takes the peer's address (IPv4-mapped
-// addresses are unmapped and zones dropped; the zero Addr stands for a
-// unix-socket peer, see IPOptions.TrustUnixSocket) and a function that
-// returns the lines of the forwarding field o.Header names (header lines,
-// or metadata values), which it calls only when the peer is a trusted
-// proxy. It returns the client's prefix, exactly as ClientIP does for an
-// HTTP request, and allocates nothing but what values does. Invalid
-// options are ErrConfig.
-func ClientPrefix(o IPOptions) (func(peer netip.Addr, values func() []string) netip.Prefix, error) {
+// NewIPResolver returns ClientIP's rule under o for a door of another
+// protocol, one that finds a request's peer and forwarding field its own
+// way: grpclimit's ClientIP is this rule over a call's peer and its
+// incoming metadata. Invalid options are ErrConfig.
+func NewIPResolver(o IPOptions) (*IPResolver, error) {
 	res, err := newResolver(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return res.prefix, nil
+	return res, nil
 }
 
-// prefix is ClientPrefix's function.
-func (r *resolver) prefix(peer netip.Addr, values func() []string) netip.Prefix {
+// Client returns the client's prefix of a request whose peer is peer
+// (IPv4-mapped addresses are unmapped and zones dropped; the zero Addr
+// stands for a unix-socket peer, see IPOptions.TrustUnixSocket) and whose
+// forwarding field (the one IPOptions.Header names) has the lines values
+// returns: header lines, or metadata values. values is called only when
+// the peer is a trusted proxy. The prefix is the one ClientIP keys an HTTP
+// request with; Client allocates nothing but what values does.
+func (r *IPResolver) Client(peer netip.Addr, values func() []string) netip.Prefix {
 	if !peer.IsValid() {
 		return r.key(netip.IPv6Unspecified(), true, values)
 	}

@@ -80,8 +80,8 @@
 // skipping trusted hops, or the one address of X-Real-IP. A client that
 // sends a forwarding header directly, or prepends fake entries through a
 // trusted proxy, does not change its key. IPv6 clients are grouped by /64
-// (configurable), IPv4 clients by /32. ClientPrefix is the same rule for a
-// door of another protocol, given a peer address and the forwarding
+// (configurable), IPv4 clients by /32. An IPResolver is the same rule for
+// a door of another protocol, given a peer address and the forwarding
 // field's values: grpclimit's ClientIP reads them from a call's peer and
 // metadata, with the same IPOptions.
 //

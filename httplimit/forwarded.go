@@ -7,7 +7,7 @@ import (
 )
 
 // This file finds a request's client address behind trusted proxies
-// (ClientIP, ClientPrefix). Only when the peer is a trusted proxy are the
+// (ClientIP, IPResolver). Only when the peer is a trusted proxy are the
 // forwarding field's lines read at all. A list (X-Forwarded-For,
 // Forwarded) is read from the right, skipping trusted hops: the first
 // untrusted entry is the client. Entries to its left were written by the
@@ -21,10 +21,11 @@ import (
 // alone, IPv4 with a port, IPv6 in brackets with or without a port; a
 // Forwarded node quotes them, as RFC 7239 requires of IPv6.
 
-// A resolver finds the client of a request from its peer and the
-// forwarding lines the peer sent: IPOptions, validated. It never changes
-// after newResolver, and is safe for concurrent use; it allocates nothing.
-type resolver struct {
+// An IPResolver finds the client of a request from its peer and the
+// forwarding lines the peer sent, by ClientIP's rule under IPOptions (see
+// NewIPResolver). It never changes, is safe for concurrent use, and
+// allocates nothing.
+type IPResolver struct {
 	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	unixTrusted  bool
 	header       ProxyHeader
@@ -32,13 +33,13 @@ type resolver struct {
 }
 
 // newResolver validates o and returns its resolver. The error describes
-// the invalid option, without a package prefix: ClientIP and ClientPrefix
-// wrap it in ErrConfig.
-func newResolver(o IPOptions) (*resolver, error) {
+// the invalid option, without a package prefix: ClientIP and
+// NewIPResolver wrap it in ErrConfig.
+func newResolver(o IPOptions) (*IPResolver, error) {
 	if !o.Header.valid() {
 		return nil, fmt.Errorf("unknown proxy header %v", o.Header)
 	}
-	r := &resolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
+	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
 	if r.bits4 == 0 {
 		r.bits4 = 32
 	}
@@ -67,14 +68,14 @@ func newResolver(o IPOptions) (*resolver, error) {
 // trusts reports whether the peer is a trusted proxy, whose forwarding
 // lines are to be read: a TCP peer (peer, normalized) in a trusted
 // network, or a unix-socket peer (unix) when TrustUnixSocket is set.
-func (r *resolver) trusts(peer netip.Addr, unix bool) bool {
+func (r *IPResolver) trusts(peer netip.Addr, unix bool) bool {
 	if unix {
 		return r.unixTrusted
 	}
 	return r.isTrusted(peer)
 }
 
-func (r *resolver) isTrusted(a netip.Addr) bool {
+func (r *IPResolver) isTrusted(a netip.Addr) bool {
 	for _, p := range r.trusted {
 		if p.Contains(a) {
 			return true
@@ -88,18 +89,18 @@ func (r *resolver) isTrusted(a netip.Addr) bool {
 // field has the lines that lines returns: it is called only if the peer is
 // trusted, so that a door reads the field of no other request (and gRPC
 // copies no metadata for it). key allocates nothing but what lines does.
-func (r *resolver) key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
+func (r *IPResolver) key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
 	if !r.trusts(peer, unix) {
 		return mask(peer, r.bits4, r.bits6)
 	}
-	return r.client(peer, true, lines())
+	return r.walked(peer, true, lines())
 }
 
-// client returns the key of a request whose peer is peer (the unspecified
+// walked returns the key of a request whose peer is peer (the unspecified
 // address for a unix-socket peer) and whose forwarding lines are lines:
 // the client, masked to its prefix. lines is read only if the peer is
 // trusted (trusted = trusts(peer, unix)), so a caller passes nil otherwise.
-func (r *resolver) client(peer netip.Addr, trusted bool, lines []string) netip.Prefix {
+func (r *IPResolver) walked(peer netip.Addr, trusted bool, lines []string) netip.Prefix {
 	client := peer
 	if trusted {
 		client = r.walk(lines, peer)
@@ -110,7 +111,7 @@ func (r *resolver) client(peer netip.Addr, trusted bool, lines []string) netip.P
 // walk returns the client address that the lines, forwarded to us by the
 // trusted peer, name: the rightmost untrusted entry of a list, or the one
 // address of X-Real-IP. Requires that peer is trusted.
-func (r *resolver) walk(lines []string, peer netip.Addr) netip.Addr {
+func (r *IPResolver) walk(lines []string, peer netip.Addr) netip.Addr {
 	if r.header == XRealIP {
 		return realIP(lines, peer)
 	}

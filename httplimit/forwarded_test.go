@@ -15,7 +15,7 @@ func TestResolver(t *testing.T) {
 	fwd, _ := newResolver(IPOptions{TrustedProxies: trusted, Header: Forwarded, IPv6Bits: 48})
 	for _, tc := range []struct {
 		name  string
-		r     *resolver
+		r     *IPResolver
 		peer  string
 		lines []string
 		want  string
@@ -38,14 +38,14 @@ func TestResolver(t *testing.T) {
 		if tr {
 			lines = tc.lines
 		}
-		if got := tc.r.client(peer, tr, lines); got != netip.MustParsePrefix(tc.want) {
+		if got := tc.r.walked(peer, tr, lines); got != netip.MustParsePrefix(tc.want) {
 			t.Errorf("%s: %v, want %s", tc.name, got, tc.want)
 		}
 	}
 	peer, _ := parsePeer("10.1.1.1:443")
 	lines := []string{"1.1.1.1, 203.0.113.1, 10.2.2.2"}
-	if n := testing.AllocsPerRun(100, func() { xff.client(peer, true, lines) }); n != 0 {
-		t.Errorf("Client: %v allocs, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { xff.walked(peer, true, lines) }); n != 0 {
+		t.Errorf("walked: %v allocs, want 0", n)
 	}
 }
 
@@ -85,14 +85,14 @@ func TestFieldsReadFormsAlike(t *testing.T) {
 		if !r.trusts(peer, false) {
 			t.Fatalf("%s is not trusted", peer)
 		}
-		if got := r.client(peer, true, c.Lines); got != netip.MustParsePrefix(c.Key) {
+		if got := r.walked(peer, true, c.Lines); got != netip.MustParsePrefix(c.Key) {
 			t.Errorf("%s: %s %q: %v, want %s", c.Name, c.Header, c.Lines, got, c.Key)
 		}
-		if n := testing.AllocsPerRun(10, func() { r.client(peer, true, c.Lines) }); n != 0 && c.Key != casePeerKey {
+		if n := testing.AllocsPerRun(10, func() { r.walked(peer, true, c.Lines) }); n != 0 && c.Key != casePeerKey {
 			t.Errorf("%s: %s %q: %v allocs, want 0", c.Name, c.Header, c.Lines, n)
 		}
 		untrusted := netip.MustParseAddr("192.0.2.1")
-		if tr := r.trusts(untrusted, false); tr || r.client(untrusted, tr, nil) != netip.MustParsePrefix("192.0.2.1/32") {
+		if tr := r.trusts(untrusted, false); tr || r.walked(untrusted, tr, nil) != netip.MustParsePrefix("192.0.2.1/32") {
 			t.Errorf("%s: the untrusted peer is not the client", c.Header)
 		}
 	}
@@ -150,13 +150,13 @@ func TestResolverKey(t *testing.T) {
 	}
 }
 
-// ClientPrefix is ClientIP's rule for another door's peer and field: the
+// IPResolver is ClientIP's rule for another door's peer and field: the
 // values are read only from a trusted peer, a mapped or zoned peer is
 // normalized, the zero Addr is a unix-socket peer (trusted only with
 // TrustUnixSocket), and nothing is allocated. Invalid options are
 // ErrConfig.
-func TestClientPrefix(t *testing.T) {
-	client, err := ClientPrefix(IPOptions{TrustedProxies: caseTrusted, Header: Forwarded})
+func TestIPResolver(t *testing.T) {
+	res, err := NewIPResolver(IPOptions{TrustedProxies: caseTrusted, Header: Forwarded})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,19 +179,19 @@ func TestClientPrefix(t *testing.T) {
 		if tc.peer != "" {
 			peer = netip.MustParseAddr(tc.peer)
 		}
-		if got := client(peer, values); got != netip.MustParsePrefix(tc.want) || read != tc.reads {
+		if got := res.Client(peer, values); got != netip.MustParsePrefix(tc.want) || read != tc.reads {
 			t.Errorf("%s: %v, values read %d times; want %s, %d", tc.name, got, read, tc.want, tc.reads)
 		}
 	}
-	unix, _ := ClientPrefix(IPOptions{TrustUnixSocket: true})
-	if got := unix(netip.Addr{}, func() []string { return []string{"203.0.113.9"} }); got != netip.MustParsePrefix("203.0.113.9/32") {
+	unix, _ := NewIPResolver(IPOptions{TrustUnixSocket: true})
+	if got := unix.Client(netip.Addr{}, func() []string { return []string{"203.0.113.9"} }); got != netip.MustParsePrefix("203.0.113.9/32") {
 		t.Errorf("trusted unix socket: %v", got)
 	}
 	peer := netip.MustParseAddr(casePeer)
-	if n := testing.AllocsPerRun(100, func() { client(peer, values) }); n != 0 {
-		t.Errorf("ClientPrefix's function: %v allocs, want 0", n)
+	if n := testing.AllocsPerRun(100, func() { res.Client(peer, values) }); n != 0 {
+		t.Errorf("Client: %v allocs, want 0", n)
 	}
-	if _, err := ClientPrefix(IPOptions{IPv4Bits: 33}); !errors.Is(err, ErrConfig) {
+	if _, err := NewIPResolver(IPOptions{IPv4Bits: 33}); !errors.Is(err, ErrConfig) {
 		t.Errorf("invalid options: %v, want ErrConfig", err)
 	}
 }
