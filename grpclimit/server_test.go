@@ -14,7 +14,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -287,7 +286,7 @@ func TestOutage(t *testing.T) {
 	if len(h.error) != 0 {
 		t.Errorf("caller gone reported as an error: %v", h.error)
 	}
-	if d := stacktest.Peek(first, echo.Say, 0); d.Remaining != 5 {
+	if d := peekDecision(first, echo.Say, 0); d.Remaining != 5 {
 		t.Errorf("caller gone: charged (%d left)", d.Remaining)
 	}
 }
