@@ -30,7 +30,8 @@ type PacerConfig[K comparable] struct {
 	Retries int
 	// Hook receives the pacer's events (atomiclimit.Stack.Report): Allowed
 	// when a call goes out, Denied for each policy that made it wait, with
-	// the wait, Error for a limiter that could not decide (nil: none).
+	// the wait, Overloaded for a full limiter, Error for a limiter that
+	// could not decide (nil: none).
 	Hook *atomiclimit.Hook
 }
 
@@ -125,7 +126,9 @@ func (p *Pacer[K]) Stream() grpc.StreamClientInterceptor {
 // (codes.Canceled, DeadlineExceeded) if ctx ends first, at once with
 // codes.ResourceExhausted if the wait would pass ctx's deadline or the call
 // can never be admitted, with the key function's error, and with
-// codes.Unavailable if a limiter could not decide and failed closed.
+// codes.Unavailable if a limiter could not decide and failed closed, or a
+// full limiter had no room for the key (atomiclimit.ErrTooManyKeys; the
+// RetryInfo says when it may have room).
 func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 	if p.s == nil {
 		return nil
@@ -149,7 +152,9 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 			return nil
 		case atomiclimit.Gone:
 			return status.FromContextError(ctx.Err()).Err()
-		case atomiclimit.Unavailable:
+		case atomiclimit.Unavailable, atomiclimit.Overloaded:
+			// Not a wait: the limiter could not decide, or had no room for
+			// the key (the wait it names is only when it may have room).
 			return unavailable(p.s.Policy(at).Name, &o[at])
 		}
 		den := p.s.Denied(o)
