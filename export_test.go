@@ -80,3 +80,8 @@ func (k *Keyed[K]) BandRemaining(key K, i int) int {
 	r, st := c.rule(), k.cells.state(c)
 	return r.set.Band(i).Decide(r.set.Sub(st, i), k.src.Now(), 0, true).Remaining
 }
+
+// TakeQuota is takeQuota, which a Stack decides a *Keyed policy with.
+func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
+	return k.takeQuota(ctx, key, n)
+}

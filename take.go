@@ -142,12 +142,6 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	return k.taken(n, d, r, full)
 }
 
-// TakeQuota is takeQuota, for internal/door until the doors decide with
-// Stack.
-func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
-	return k.takeQuota(ctx, key, n)
-}
-
 // takeQuota is Take, and the quota key is held to (Quota(key)) as the
 // decision found it: a Stack describes each decision (a door's RateLimit
 // fields need both), and for a key already held under GCRA the quota comes

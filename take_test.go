@@ -236,8 +236,9 @@ func TestAnchoredRefundOfTheOpener(t *testing.T) {
 	require.True(t, ok, "not the opener: the anchor stays right")
 }
 
-// TakeQuota decides as Take does and reports the quota Quota reports, for
-// every rule, on a new key, a held one, a key with its own rule and a
+// takeQuota (TakeQuota in export_test.go), which a Stack decides a *Keyed
+// policy with, decides as Take does and reports the quota Quota reports,
+// for every rule, on a new key, a held one, a key with its own rule and a
 // denial (issue 25: a door reads the quota from the decision's lookup).
 func TestKeyedTakeQuota(t *testing.T) {
 	ctx := context.Background()
