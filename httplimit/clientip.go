@@ -18,19 +18,6 @@ var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 // metadata the same field has the name lower-cased ("x-forwarded-for").
 type ProxyHeader uint8
 
-var proxyHeaderNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
-
-// String returns the header's name as its specification spells it
-// ("X-Real-IP"), or "ProxyHeader(N)" for an unknown one.
-func (h ProxyHeader) String() string {
-	if h.valid() {
-		return proxyHeaderNames[h]
-	}
-	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
-}
-
-func (h ProxyHeader) valid() bool { return int(h) < len(proxyHeaderNames) }
-
 const (
 	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
 	// list of addresses, each proxy appending the address it received the
@@ -48,8 +35,23 @@ const (
 	XRealIP
 )
 
-// IPOptions configures ClientIP. The zero value keys on RemoteAddr alone,
-// with IPv6 addresses grouped by /64 and IPv4 addresses kept whole (/32).
+var proxyHeaderNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+
+// String returns the header's name as its specification spells it
+// ("X-Real-IP"), or "ProxyHeader(N)" for an unknown one.
+func (h ProxyHeader) String() string {
+	if h.valid() {
+		return proxyHeaderNames[h]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
+}
+
+func (h ProxyHeader) valid() bool { return int(h) < len(proxyHeaderNames) }
+
+// IPOptions configures ClientIP, and the same rule for other doors
+// (NewIPResolver; grpclimit's ClientIP, where the peer is a call's and the
+// header its metadata). The zero value keys on RemoteAddr alone, with IPv6
+// addresses grouped by /64 and IPv4 addresses kept whole (/32).
 type IPOptions struct {
 	// TrustedProxies are the networks of the reverse proxies in front of the
 	// server. Only when the TCP peer (RemoteAddr) is inside one of them is
@@ -120,6 +122,50 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 		}
 		return res.key(peer, unix, func() []string { return r.Header[header] }), nil
 	}, nil
+}
+
+// An IPResolver finds the client of a request from its peer and the
+// forwarding lines the peer sent, by ClientIP's rule under IPOptions (see
+// NewIPResolver). It never changes, is safe for concurrent use, and
+// allocates nothing.
+type IPResolver struct {
+	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
+	unixTrusted  bool
+	header       ProxyHeader
+	bits4, bits6 int
+}
+
+// newResolver validates o and returns its resolver. The error describes
+// the invalid option, without a package prefix: ClientIP and
+// NewIPResolver wrap it in ErrConfig.
+func newResolver(o IPOptions) (*IPResolver, error) {
+	if !o.Header.valid() {
+		return nil, fmt.Errorf("unknown proxy header %v", o.Header)
+	}
+	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
+	if r.bits4 == 0 {
+		r.bits4 = 32
+	}
+	if r.bits6 == 0 {
+		r.bits6 = 64
+	}
+	if r.bits4 < 1 || r.bits4 > 32 {
+		return nil, fmt.Errorf("IPv4Bits %d (1 to 32)", o.IPv4Bits)
+	}
+	if r.bits6 < 1 || r.bits6 > 128 {
+		return nil, fmt.Errorf("IPv6Bits %d (1 to 128)", o.IPv6Bits)
+	}
+	for _, p := range o.TrustedProxies {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("invalid trusted proxy prefix %v", p)
+		}
+		a, bits := p.Addr(), p.Bits()
+		if a.Is4In6() && bits >= 96 {
+			a, bits = a.Unmap(), bits-96
+		}
+		r.trusted = append(r.trusted, netip.PrefixFrom(a.WithZone(""), bits).Masked())
+	}
+	return r, nil
 }
 
 // NewIPResolver returns ClientIP's rule under o for a door of another

@@ -76,7 +76,9 @@ func newFields(quota atomiclimit.Quota, name, unit string) *fields {
 // q=1000;w=1, not q=1;w=1. The quota is never below the limit's own (a
 // full burst is admitted at once). A window that is already whole seconds
 // is advertised as it is. q is at most 999,999,999,999,999, the largest
-// Structured Field integer. grpclimit's QuotaFailure reports q as the
+// Structured Field integer (and the largest int, where int has 32 bits),
+// which is what an Unlimited quota gets (it has no item: see
+// PolicyFields.Policy). grpclimit's QuotaFailure reports q as the
 // quota_value of a violation.
 func Advertise(quota atomiclimit.Quota) (q int, w int64) {
 	q, w = sfInt(uint64(max(quota.Limit, 0))), max(ceilSeconds(quota.Window), 1)
@@ -248,9 +250,10 @@ func newPolicyFields(name, unit string) *PolicyFields {
 // outcome of a request for n (atomiclimit.Stack.Take fills it):
 // `"name";r=R` under the quota o.Quota, with `;t=T` when R = 0; or "" when
 // o describes no state (Outcome.Remaining) or its quota is Unlimited. The
-// items with 1 ≤ R ≤ 128, with R one below the quota (a full state after a
-// request of 1), and with R = 0 (by T) are built once and kept; any other
-// allocates.
+// items with 1 ≤ R ≤ 128 and with R one below the quota (a full state after
+// a request of 1) are built once and kept, and those with R = 0 are kept
+// by T in a small cache (a flood of denials builds one per second of
+// wait); any other allocates.
 func (f *PolicyFields) RateLimit(o *atomiclimit.Outcome, n int) string {
 	fs := f.of(o.Quota)
 	if !fs.limited {

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 )
@@ -20,50 +19,6 @@ import (
 // Both lists take an address in the same forms (splitAddr): IPv4 or IPv6
 // alone, IPv4 with a port, IPv6 in brackets with or without a port; a
 // Forwarded node quotes them, as RFC 7239 requires of IPv6.
-
-// An IPResolver finds the client of a request from its peer and the
-// forwarding lines the peer sent, by ClientIP's rule under IPOptions (see
-// NewIPResolver). It never changes, is safe for concurrent use, and
-// allocates nothing.
-type IPResolver struct {
-	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
-	unixTrusted  bool
-	header       ProxyHeader
-	bits4, bits6 int
-}
-
-// newResolver validates o and returns its resolver. The error describes
-// the invalid option, without a package prefix: ClientIP and
-// NewIPResolver wrap it in ErrConfig.
-func newResolver(o IPOptions) (*IPResolver, error) {
-	if !o.Header.valid() {
-		return nil, fmt.Errorf("unknown proxy header %v", o.Header)
-	}
-	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
-	if r.bits4 == 0 {
-		r.bits4 = 32
-	}
-	if r.bits6 == 0 {
-		r.bits6 = 64
-	}
-	if r.bits4 < 1 || r.bits4 > 32 {
-		return nil, fmt.Errorf("IPv4Bits %d (1 to 32)", o.IPv4Bits)
-	}
-	if r.bits6 < 1 || r.bits6 > 128 {
-		return nil, fmt.Errorf("IPv6Bits %d (1 to 128)", o.IPv6Bits)
-	}
-	for _, p := range o.TrustedProxies {
-		if !p.IsValid() {
-			return nil, fmt.Errorf("invalid trusted proxy prefix %v", p)
-		}
-		a, bits := p.Addr(), p.Bits()
-		if a.Is4In6() && bits >= 96 {
-			a, bits = a.Unmap(), bits-96
-		}
-		r.trusted = append(r.trusted, netip.PrefixFrom(a.WithZone(""), bits).Masked())
-	}
-	return r, nil
-}
 
 // trusts reports whether the peer is a trusted proxy, whose forwarding
 // lines are to be read: a TCP peer (peer, normalized) in a trusted
