@@ -81,7 +81,10 @@ func (k *Keyed[K]) BandRemaining(key K, i int) int {
 	return r.set.Band(i).Decide(r.set.Sub(st, i), k.src.Now(), 0, true).Remaining
 }
 
-// TakeQuota is takeQuota, which a Stack decides a *Keyed policy with.
+// TakeQuota is takeInto, which a Stack decides a *Keyed policy with, as
+// results.
 func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
-	return k.takeQuota(ctx, key, n)
+	var o Outcome
+	err := k.takeInto(ctx, key, n, &o)
+	return o.Decision, o.Receipt, o.Quota, err
 }

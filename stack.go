@@ -193,8 +193,11 @@ const (
 func (s *Stack[K]) Take(ctx context.Context, key K, n int, out []Outcome) (res Result, at int) {
 	out = out[:len(s.pols)]
 	res, at = s.take(ctx, key, n, out)
+	if res == Pass || res == Gone {
+		return res, at // Pass asked every policy; Gone describes none
+	}
 	for j := range out {
-		if out[j].Kind == Unasked && (res == Pass || res == Deny || res == Overloaded || res == Unavailable) {
+		if out[j].Kind == Unasked {
 			out[j].Quota = s.pols[j].quota(key) // described, not asked
 		}
 	}
@@ -246,8 +249,7 @@ func (s *Stack[K]) take(ctx context.Context, key K, n int, out []Outcome) (res R
 // Take's results shows in the cost of a stacked policy.
 func (p *stacked[K]) take(ctx context.Context, key K, n int, o *Outcome) (err error) {
 	if p.keyed != nil {
-		o.Decision, o.Receipt, o.Quota, err = p.keyed.takeQuota(ctx, key, n)
-		return err
+		return p.keyed.takeInto(ctx, key, n, o)
 	}
 	o.Decision, o.Receipt, err = p.Limiter.Take(ctx, key, n)
 	o.Quota = p.Limiter.Quota(key)
