@@ -67,7 +67,9 @@ func PeerIP(ctx context.Context, _ string) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	if !a.IsValid() {
+	if a.IsValid() {
+		a = a.Unmap().WithZone("") // one client, one key (as IPResolver.Client)
+	} else {
 		a = netip.IPv6Unspecified()
 	}
 	bits := 64
@@ -78,9 +80,10 @@ func PeerIP(ctx context.Context, _ string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// peerAddr returns the call's peer address, normalized (IPv4-mapped
-// addresses unmapped, zones dropped), or the zero Addr for a unix-socket
-// peer, as httplimit.IPResolver takes it.
+// peerAddr returns the call's peer address as the peer has it (an
+// IPv4-mapped address, a zone: httplimit.IPResolver.Client and PeerIP drop
+// them), or the zero Addr for a unix-socket peer, as IPResolver.Client
+// takes it.
 func peerAddr(ctx context.Context) (netip.Addr, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
@@ -89,17 +92,17 @@ func peerAddr(ctx context.Context) (netip.Addr, error) {
 	switch addr := p.Addr.(type) {
 	case *net.TCPAddr:
 		if ap := addr.AddrPort(); ap.Addr().IsValid() {
-			return ap.Addr().Unmap().WithZone(""), nil
+			return ap.Addr(), nil
 		}
 	case *net.UnixAddr:
 		return netip.Addr{}, nil
 	default:
 		s := addr.String()
 		if ap, err := netip.ParseAddrPort(s); err == nil {
-			return ap.Addr().Unmap().WithZone(""), nil
+			return ap.Addr(), nil
 		}
 		if a, err := netip.ParseAddr(s); err == nil {
-			return a.Unmap().WithZone(""), nil
+			return a, nil
 		}
 		if addr.Network() == "unix" {
 			return netip.Addr{}, nil

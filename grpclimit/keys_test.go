@@ -80,6 +80,16 @@ func TestClientIP(t *testing.T) {
 	if got, err := PeerIP(unix, ""); err != nil || got != mustPrefix("::/64") {
 		t.Errorf("unix peer: %v %v", got, err)
 	}
+	// PeerIP keys as ClientIP with zero options: one client, one key.
+	for peer, want := range map[string]string{"[::ffff:192.0.2.7]:1": "192.0.2.7/32", "[fe80::1%eth0]:1": "fe80::/64", "192.0.2.7:1": "192.0.2.7/32"} {
+		ctx, _ := callCtx(peer)
+		zero, _ := ClientIP(httplimit.IPOptions{})
+		if got, err := PeerIP(ctx, ""); err != nil || got != mustPrefix(want) {
+			t.Errorf("PeerIP, peer %s: %v %v, want %s", peer, got, err, want)
+		} else if z, _ := zero(ctx, ""); z != got {
+			t.Errorf("PeerIP, peer %s: %v, ClientIP with zero options %v", peer, got, z)
+		}
+	}
 	mem := peer.NewContext(context.Background(), &peer.Peer{Addr: memAddr{}})
 	for _, ctx := range []context.Context{mem, context.Background()} {
 		if _, err := key(ctx, ""); !errors.Is(err, ErrPeer) {
