@@ -12,8 +12,9 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// ErrConfig is returned by New for an invalid Config, and by ClientIP for
-// invalid IPOptions.
+// ErrConfig is returned by New for an invalid Config, by ClientIP and
+// NewIPResolver for invalid IPOptions, and by NewPolicyFields for a name
+// or unit that is not printable ASCII.
 var ErrConfig = errors.New("httplimit: invalid config")
 
 // ErrCost is the error a request fails with when Config.Cost returns a
