@@ -151,7 +151,7 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 		case atomiclimit.Pass:
 			return nil
 		case atomiclimit.Gone:
-			return status.FromContextError(ctx.Err()).Err()
+			return gone(ctx)
 		case atomiclimit.Unavailable, atomiclimit.Overloaded:
 			// Not a wait: the limiter could not decide, or had no room for
 			// the key (the wait it names is only when it may have room).
@@ -165,7 +165,7 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 			return denied(p.s, o, den) // as x/time/rate's Wait: fail now, not at the deadline
 		}
 		if !sleep(ctx, den.RetryAfter) {
-			return status.FromContextError(ctx.Err()).Err()
+			return gone(ctx) // ended, or would end before the wait
 		}
 	}
 }

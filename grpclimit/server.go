@@ -305,7 +305,7 @@ func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, traile
 		}
 		return nil
 	case atomiclimit.Gone:
-		return status.FromContextError(ctx.Err()).Err()
+		return gone(ctx)
 	case atomiclimit.Overloaded, atomiclimit.Unavailable:
 		// Overloaded: a full limiter had no room for the key, the server's
 		// capacity, not the client's quota. Unavailable: the limiter's outage

@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strconv"
@@ -112,6 +113,18 @@ func unavailable(name string, o *atomiclimit.Outcome) error {
 		st = status.New(codes.Unavailable, b.String())
 	}
 	return &limitError{st: st, err: o.Err}
+}
+
+// gone returns the status of a call whose caller went away while a
+// limiter decided (atomiclimit.Gone): its context's (Canceled,
+// DeadlineExceeded), and DeadlineExceeded when the deadline passed before
+// the context said so (a remote limiter saw it first). Never nil: the call
+// is not served.
+func gone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 }
 
 func writePolicies(b *strings.Builder, names []string) {
