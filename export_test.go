@@ -80,3 +80,11 @@ func (k *Keyed[K]) BandRemaining(key K, i int) int {
 	r, st := k.cells.rule(c), k.cells.state(c)
 	return r.set.Band(i).Decide(r.set.Sub(st, i), k.src.Now(), 0, true).Remaining
 }
+
+// TakeQuota is takeInto, which a Stack decides a *Keyed policy with, as
+// results.
+func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
+	var o Outcome
+	err := k.takeInto(ctx, key, n, &o)
+	return o.Decision, o.Receipt, o.Quota, err
+}

@@ -33,6 +33,23 @@ func TestFastPathInlines(t *testing.T) {
 	}
 }
 
+// TestReportInlines proves that a door without a hook pays for the hook
+// events of a request one comparison: the compiler inlines Stack.Report
+// (its loop is out of line) into the door's code.
+func TestReportInlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command")
+	}
+	out, err := exec.Command(goTool(), "build", "-gcflags=-m", "-o", devNull(), "./testdata/inline").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	want := `main\.go:\d+:\d+: inlining call to atomiclimit\.\(\*Stack\[go\.shape\.string\]\)\.Report`
+	if !regexp.MustCompile(want).Match(out) {
+		t.Errorf("the compiler no longer inlines %s:\n%s", want, out)
+	}
+}
+
 // goTool is the go command that runs the tests: the one in the GOROOT the
 // toolchain reports, or the one on PATH.
 func goTool() string {

@@ -193,8 +193,11 @@ const (
 func (s *Stack[K]) Take(ctx context.Context, key K, n int, out []Outcome) (res Result, at int) {
 	out = out[:len(s.pols)]
 	res, at = s.take(ctx, key, n, out)
+	if res == Pass || res == Gone {
+		return res, at // Pass asked every policy; Gone describes none
+	}
 	for j := range out {
-		if out[j].Kind == Unasked && (res == Pass || res == Deny || res == Overloaded || res == Unavailable) {
+		if out[j].Kind == Unasked {
 			out[j].Quota = s.pols[j].quota(key) // described, not asked
 		}
 	}
@@ -246,8 +249,7 @@ func (s *Stack[K]) take(ctx context.Context, key K, n int, out []Outcome) (res R
 // Take's results shows in the cost of a stacked policy.
 func (p *stacked[K]) take(ctx context.Context, key K, n int, o *Outcome) (err error) {
 	if p.keyed != nil {
-		o.Decision, o.Receipt, o.Quota, err = p.keyed.takeQuota(ctx, key, n)
-		return err
+		return p.keyed.takeInto(ctx, key, n, o)
 	}
 	o.Decision, o.Receipt, err = p.Limiter.Take(ctx, key, n)
 	o.Quota = p.Limiter.Quota(key)
@@ -379,9 +381,11 @@ func longer(a, b time.Duration) bool {
 // each policy that admitted it (not one that failed open); for Deny, a
 // Denied event with its wait for each policy that violated it (none for
 // the policies that gave their admission back); for Overloaded, an
-// Overloaded event for the full limiter's policy. A Gone request is not
-// reported. h's nil fields are events nobody hears. Without a hook it costs
-// a request one inlined comparison.
+// Overloaded event for the full limiter's policy, and not an Error event
+// for its refusal (ErrTooManyKeys is the server's capacity, not an
+// outage; a full fallback's outage is an Error event). A Gone request is
+// not reported. h's nil fields are events nobody hears. Without a hook it
+// costs a request one inlined comparison.
 func (s *Stack[K]) Report(h *Hook, res Result, out []Outcome, n int) {
 	if h != nil && res != Gone {
 		s.report(h, res, out, n)
@@ -392,7 +396,7 @@ func (s *Stack[K]) Report(h *Hook, res Result, out []Outcome, n int) {
 func (s *Stack[K]) report(h *Hook, res Result, out []Outcome, n int) {
 	for j := range s.pols {
 		o, name := &out[j], s.pols[j].Name
-		if o.Err != nil && h.Error != nil {
+		if o.Err != nil && h.Error != nil && (o.Kind != Full || errors.Is(o.Err, ErrFallback)) {
 			h.Error(name, o.Err)
 		}
 		switch {

@@ -307,7 +307,7 @@ func TestStackFallback(t *testing.T) {
 	}
 
 	// A full fallback refuses a new key: Overloaded, as any full limiter,
-	// and an Overloaded event.
+	// and an Overloaded event beside its outage's Error event.
 	full, err := atomiclimit.NewKeyed[string](gcra.Per(1, time.Minute), 1, atomiclimit.WithClock(c),
 		atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
 	if err != nil {
@@ -316,10 +316,28 @@ func TestStackFallback(t *testing.T) {
 	s4 := newStack(t, pol("fallback", fallingBack{full}))
 	s4.Take(ctx, "first", 1, make([]atomiclimit.Outcome, 1))
 	out = make([]atomiclimit.Outcome, 1)
+	ev.errs = nil
 	res, _ = s4.Take(ctx, "second", 1, out)
 	s4.Report(h, res, out, 1)
-	if res != atomiclimit.Overloaded || out[0].Kind != atomiclimit.Full || ev.overloaded["fallback"] != 1 {
-		t.Fatalf("a full fallback: %v %+v, overloaded events %v", res, out, ev.overloaded)
+	if res != atomiclimit.Overloaded || out[0].Kind != atomiclimit.Full || ev.overloaded["fallback"] != 1 || len(ev.errs) != 1 {
+		t.Fatalf("a full fallback: %v %+v, overloaded events %v, errors %q", res, out, ev.overloaded, ev.errs)
+	}
+
+	// A full limiter of its own: an Overloaded event, and no Error event
+	// (its refusal is the server's capacity, not an outage).
+	own, err := atomiclimit.NewKeyed[string](gcra.Per(1, time.Minute), 1, atomiclimit.WithClock(c),
+		atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s5 := newStack(t, pol("own", own))
+	s5.Take(ctx, "first", 1, make([]atomiclimit.Outcome, 1))
+	out = make([]atomiclimit.Outcome, 1)
+	ev.errs = nil
+	res, _ = s5.Take(ctx, "second", 1, out)
+	s5.Report(h, res, out, 1)
+	if res != atomiclimit.Overloaded || out[0].Kind != atomiclimit.Full || !errors.Is(out[0].Err, atomiclimit.ErrTooManyKeys) || ev.overloaded["own"] != 1 || len(ev.errs) != 0 {
+		t.Fatalf("a full limiter: %v %+v, overloaded events %v, errors %q", res, out, ev.overloaded, ev.errs)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 var publicPackages = []string{".", "gcra", "window", "atomicbucket", "shardmap", "httplimit"}
 
 // maxSurface is the budget for exported identifiers across publicPackages.
-const maxSurface = 277 // the diet (issue 29) follows
+const maxSurface = 286 // the diet (issue 29) follows
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and

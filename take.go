@@ -142,39 +142,38 @@ func (k *Keyed[K]) Take(_ context.Context, key K, n int) (d gcra.Decision, r Rec
 	return k.taken(n, d, r, full)
 }
 
-// TakeQuota is takeQuota, for internal/door until the doors decide with
-// Stack.
-func (k *Keyed[K]) TakeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
-	return k.takeQuota(ctx, key, n)
-}
-
-// takeQuota is Take, and the quota key is held to (Quota(key)) as the
-// decision found it: a Stack describes each decision (a door's RateLimit
-// fields need both), and for a key already held under GCRA the quota comes
-// from the decision's own lookup, not a second one (with tiers, Quota looks
-// the key up).
-func (k *Keyed[K]) takeQuota(ctx context.Context, key K, n int) (Decision, Receipt, Quota, error) {
+// takeInto is Take into o, with the quota key is held to (Quota(key)) as
+// the decision found it: a Stack describes each decision (a door's
+// RateLimit fields need both), and for a key already held under GCRA the
+// quota comes from the decision's own lookup, not a second one (with
+// tiers, Quota looks the key up). The results go straight into o's
+// Decision, Receipt and Quota: each copy of them shows in the cost of a
+// stacked policy.
+func (k *Keyed[K]) takeInto(ctx context.Context, key K, n int, o *Outcome) (err error) {
 	if k.fast && k.hook == nil {
 		// Take's fast path, keeping the rule that decided.
 		now := k.src.Now()
 		if c, ok := k.m.Load(k.hash(key)); ok {
 			r := k.ruleOf(c)
 			d, t := c.bucket().TakeN(&r.g, now, n)
-			if d.Allowed {
-				if t == (algo.Taken{}) {
-					return d, Receipt{}, r.q, nil
-				}
-				return d, Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}, r.q, nil
-			}
-			if !k.src.IsCoarse() && !k.cells.suspect(c, r, now) {
-				return d, Receipt{}, r.q, nil
+			switch {
+			case d.Allowed && t != (algo.Taken{}):
+				o.Decision, o.Quota = d, r.q
+				o.Receipt = Receipt{state: unsafe.Pointer(c), rule: unsafe.Pointer(r), v: receiptWords(t)}
+				return nil
+			case d.Allowed, !k.src.IsCoarse() && !k.cells.suspect(c, r, now):
+				// n = 0 took nothing, or a denial Take would not look at
+				// again (see Take).
+				o.Decision, o.Receipt, o.Quota = d, Receipt{}, r.q
+				return nil
 			}
 		}
 	}
 	// A new key, a retired one, a coarse reading's denial, a hook, a rule
 	// other than GCRA: Take's own path, then the quota.
-	d, r, err := k.Take(ctx, key, n)
-	return d, r, k.Quota(key), err
+	o.Decision, o.Receipt, err = k.Take(ctx, key, n)
+	o.Quota = k.Quota(key)
+	return err
 }
 
 // TakeN is Take at the given time.

@@ -236,8 +236,9 @@ func TestAnchoredRefundOfTheOpener(t *testing.T) {
 	require.True(t, ok, "not the opener: the anchor stays right")
 }
 
-// TakeQuota decides as Take does and reports the quota Quota reports, for
-// every rule, on a new key, a held one, a key with its own rule and a
+// takeInto (TakeQuota in export_test.go), which a Stack decides a *Keyed
+// policy with, decides as Take does and reports the quota Quota reports,
+// for every rule, on a new key, a held one, a key with its own rule and a
 // denial (issue 25: a door reads the quota from the decision's lookup).
 func TestKeyedTakeQuota(t *testing.T) {
 	ctx := context.Background()
@@ -254,10 +255,17 @@ func TestKeyedTakeQuota(t *testing.T) {
 			}
 			for i := range 6 {
 				for _, key := range []string{"k", "own"} {
-					d, _, q, err := a.TakeQuota(ctx, key, 1)
-					wd, _, werr := b.Take(ctx, key, 1)
+					n := 1
+					if i == 2 {
+						n = 0 // a peek: admitted, no receipt
+					}
+					d, r, q, err := a.TakeQuota(ctx, key, n)
+					wd, wr, werr := b.Take(ctx, key, n)
 					if d.Allowed != wd.Allowed || d.Remaining != wd.Remaining || (err == nil) != (werr == nil) {
 						t.Fatalf("call %d, %s: TakeQuota %+v %v, Take %+v %v", i, key, d, err, wd, werr)
+					}
+					if (r == atomiclimit.Receipt{}) != (wr == atomiclimit.Receipt{}) {
+						t.Fatalf("call %d, %s: TakeQuota's receipt %+v, Take's %+v: one is zero", i, key, r, wr)
 					}
 					if want := a.Quota(key); q != want {
 						t.Fatalf("call %d, %s: TakeQuota's quota %+v, Quota %+v", i, key, q, want)

@@ -9,6 +9,7 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/grpc"
 )
 
@@ -81,7 +82,7 @@ func BenchmarkUnary(b *testing.B) {
 		})
 	}
 	b.Run("chain=grpclimit/key=xff/metadata=default", func(b *testing.B) {
-		key, _ := ClientIP(IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
+		key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
 		m := mustNew(b, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 		benchUnary(b, m.Unary(), false, "10.0.0.1:4711", "x-forwarded-for", "198.51.100.1, 203.0.113.9, 10.0.0.2")
 	})

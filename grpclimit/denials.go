@@ -5,38 +5,8 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 	"google.golang.org/grpc/metadata"
 )
-
-// A stack is a door.Stack and the denials of its calls that were built and
-// kept (denials): a denial of a stack of one policy is the same value for
-// every call with the same quota, wait and remaining quota, so it is built
-// once and shared, not built per call.
-//
-// It could move to internal/door, for httplimit's 429s, as a cache of the
-// field values of a denial; the status it keeps is gRPC's own.
-type stack[K comparable] struct {
-	*door.Stack[K]
-	den denials
-}
-
-// newStack returns s with an empty denial cache, or nil for a nil s.
-func newStack[K comparable](s *door.Stack[K]) *stack[K] {
-	if s == nil {
-		return nil
-	}
-	return &stack[K]{Stack: s}
-}
-
-// base returns s's door.Stack, nil for a nil s.
-func (s *stack[K]) base() *door.Stack[K] {
-	if s == nil {
-		return nil
-	}
-	return s.Stack
-}
 
 // A denial is what a denied call of a stack of one policy carries: the
 // error it fails with and the values of its response metadata. It never
@@ -53,17 +23,15 @@ type denial struct {
 	rl, pol []string
 }
 
-// A denialKey is everything a denial of a stack of one policy depends on:
-// the policy's fields (the quota of the call's key: its name, q, w and
-// description), the RetryInfo delay in milliseconds (-1: none, the call's
-// cost exceeds the quota), and the RateLimit item's r and t (in seconds;
-// 0: none), item false when the outcome describes no state.
+// A denialKey is everything a denial of a stack of one policy depends on
+// (the policy's name is the stack's): the quota of the call's key (its q,
+// w and description), the RetryInfo delay in milliseconds (-1: none, the
+// call's cost exceeds the quota), and the RateLimit item ("": none), which
+// PolicyFields keeps, so that comparing it is comparing two kept strings.
 type denialKey struct {
-	f    *ratefields.Fields
-	ms   int64
-	r    int
-	t    int64
-	item bool
+	quota atomiclimit.Quota
+	ms    int64
+	rl    string
 }
 
 // denialSlots bounds the waits whose denials are kept per slot: a wait of
@@ -145,42 +113,25 @@ func (c *denials) keep(d *denial) {
 	}
 }
 
-// denialKeyOf returns the key of the denial of a call for n that the one
-// policy of a stack, with fields f, denied with outcome o, the longest
-// wait ra.
-func denialKeyOf(f *ratefields.Fields, o *door.Outcome, n int, ra time.Duration) denialKey {
-	k := denialKey{f: f, ms: -1}
-	if ra != atomiclimit.Never {
-		k.ms = int64(retryDelay(ra) / time.Millisecond)
+// deny1 returns the denial of a call for n that s, a stack of one policy,
+// denied (out: its outcome; den: Denied's summary): kept, or built now
+// from the call's own values and kept.
+func (s *stack[K]) deny1(out []atomiclimit.Outcome, n int, den atomiclimit.Denial) *denial {
+	o, f := &out[0], s.fields[0]
+	k := denialKey{quota: o.Quota, ms: -1, rl: f.RateLimit(o, n)}
+	if den.RetryAfter != atomiclimit.Never {
+		k.ms = int64(retryDelay(den.RetryAfter) / time.Millisecond)
 	}
-	if f.Limited {
-		if r, ok := o.Remaining(n, f.Quota.Limit); ok {
-			k.item, k.r = true, r
-			if ta := o.D.TokenAfter; r == 0 && ta > 0 && ta != atomiclimit.Never {
-				k.t = ratefields.CeilSeconds(ta)
-			}
-		}
-	}
-	return k
-}
-
-// deny1 returns the denial of a call for n at key that s, a stack of one
-// policy, denied (out: its outcome; den: Denied's summary): kept, or built
-// now from the call's own values and kept.
-func (s *stack[K]) deny1(key K, out []door.Outcome, n int, den door.Denial) *denial {
-	fs := [1]*ratefields.Fields{s.Policies[0].Fields(key)}
-	k := denialKeyOf(fs[0], &out[0], n, den.RetryAfter)
 	if d := s.den.get(&k); d != nil {
 		return d
 	}
-	d := &denial{denialKey: k, err: deniedWith(s.Stack, fs[:], out, den)}
+	d := &denial{denialKey: k, err: denied(s.Stack, out, den)}
 	d.err.(*limitError).keepText()
-	policies, items, _, _ := door.Count(out, fs[:], n)
-	if items > 0 {
-		d.rl = []string{door.RateLimitValue(out, fs[:], n, items, nil)}
+	if k.rl != "" {
+		d.rl = []string{k.rl}
 	}
-	if policies > 0 {
-		d.pol = []string{s.PolicyValue(fs[:], policies, nil)}
+	if pol := f.Policy(o.Quota); pol != "" {
+		d.pol = []string{pol}
 	}
 	s.den.keep(d)
 	return d

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -82,7 +81,7 @@ func TestDenialKept(t *testing.T) {
 	}
 	// What deniedWith builds afresh for the same call.
 	st := status.Convert(second)
-	fresh := deniedWithFresh(t, m, netip.MustParsePrefix("192.0.2.7/32"))
+	fresh := deniedFresh(t, m, netip.MustParsePrefix("192.0.2.7/32"))
 	if fs := status.Convert(fresh); fs.Code() != st.Code() || fs.Message() != st.Message() || fmt.Sprint(fs.Details()) != fmt.Sprint(st.Details()) || fresh.Error() != second.Error() {
 		t.Errorf("kept %v %q %v, fresh %v %q %v", st.Code(), st.Message(), st.Details(), fs.Code(), fs.Message(), fs.Details())
 	}
@@ -98,19 +97,19 @@ func TestDenialKept(t *testing.T) {
 	}
 }
 
-// deniedWithFresh builds the denial of key under m's one policy afresh:
+// deniedFresh builds the denial of key under m's one policy afresh:
 // what the cache must hand out.
-func deniedWithFresh(t *testing.T, m *Interceptor[netip.Prefix], key netip.Prefix) error {
+func deniedFresh(t *testing.T, m *Interceptor[netip.Prefix], key netip.Prefix) error {
 	t.Helper()
 	s := m.def
-	d, err := s.Policies[0].Limiter.Peek(t.Context(), key, 1)
+	lim := s.Policy(0).Limiter
+	d, err := lim.Peek(t.Context(), key, 1)
 	if err != nil || d.Allowed {
 		t.Fatalf("peek: %v %v", d, err)
 	}
-	var out [1]door.Outcome
-	out[0].D, out[0].Kind = d, door.Violated
-	fs := [1]*ratefields.Fields{s.Policies[0].Fields(key)}
-	return deniedWith(s.Stack, fs[:], out[:], s.Denied(out[:]))
+	var out [1]atomiclimit.Outcome
+	out[0].Decision, out[0].Kind, out[0].Quota = d, atomiclimit.Violated, lim.Quota(key)
+	return denied(s.Stack, out[:], s.Denied(out[:]))
 }
 
 // A stack keeps at most maxKeptDenials denials in its slots, and the last.
@@ -157,9 +156,9 @@ func TestDenialsBounded(t *testing.T) {
 		t.Error("a long wait is not kept as the last denial")
 	}
 	// The same wait under another quota replaces the slot's denial.
-	other := &denial{denialKey: denialKey{ms: 1, r: 1}}
+	other := &denial{denialKey: denialKey{ms: 1, rl: `"p";r=1`}}
 	c.keep(other)
-	if c.get(&denialKey{ms: 1, r: 1}) != other || c.kept.Load() != maxKeptDenials {
+	if c.get(&denialKey{ms: 1, rl: `"p";r=1`}) != other || c.kept.Load() != maxKeptDenials {
 		t.Error("a denial for a filled slot did not replace it")
 	}
 }

@@ -9,7 +9,7 @@
 // when a limiter's store is down and it fails closed).
 //
 //	perMinute, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
-//	key, _ := grpclimit.ClientIP(grpclimit.IPOptions{})
+//	key, _ := grpclimit.ClientIP(httplimit.IPOptions{})
 //	lim, _ := grpclimit.New(grpclimit.Config[netip.Prefix]{
 //		Key:      key,
 //		Policies: []grpclimit.Policy[netip.Prefix]{{Name: "minute", Limiter: perMinute}},
@@ -21,14 +21,18 @@
 //	)
 //
 // This module is separate from atomiclimit's, so that google.golang.org/grpc
-// never enters the root module's dependencies.
+// never enters the root module's dependencies. It speaks HTTP's vocabulary
+// where gRPC carries HTTP's fields: the client address behind trusted
+// proxies (httplimit.IPOptions, httplimit.IPResolver), the RateLimit field
+// values (httplimit.PolicyFields) and the key bound
+// (httplimit.DefaultMaxKeyLen) are httplimit's.
 //
 // # Policies
 //
 // A call (a unary call, or a stream opened) is checked against every policy
 // in Config.Policies and, if its method has one, Config.Methods' policy
-// for it too, all or nothing, exactly as httplimit's stacked policies: the
-// policies take the call in turn; when one denies, those before it give
+// for it too, all or nothing, as one atomiclimit.Stack, exactly as
+// httplimit's stacked policies: the policies take the call in turn; when one denies, those before it give
 // their admission back, and those after it are asked without taking, to
 // name every violated policy and the longest wait. A policy whose limiter
 // cannot give an admission back (a sliding log, bands) is asked last; one
@@ -70,8 +74,9 @@
 //
 // Denials carry httplimit's RateLimit fields as response header metadata
 // (a message's denial: trailer metadata), under the keys "ratelimit" and
-// "ratelimit-policy", formatted exactly as the HTTP headers are (see
-// httplimit's doc, "Headers", for r, t, q, w and their rounding):
+// "ratelimit-policy", formatted by httplimit.PolicyFields exactly as the
+// HTTP headers are (see httplimit's doc, "Headers", for r, t, q, w and
+// their rounding):
 //
 //	ratelimit-policy: "minute";q=60;w=60, "day";q=10000;w=86400
 //	ratelimit: "minute";r=0;t=2, "day";r=9941
@@ -116,19 +121,21 @@
 // ClientIP keys on the peer address unless the peer is a trusted proxy;
 // only then does it read "x-forwarded-for" (or RFC 7239 "forwarded") from
 // the incoming metadata, from the right, skipping trusted hops, or the one
-// address of "x-real-ip": the same rules, and the same code, as
-// httplimit.ClientIP. A client that sends the
-// metadata directly, or prepends fake entries through a trusted proxy, does
-// not change its key. Interceptors run in the order they are chained: put
+// address of "x-real-ip": the same options, rules and code as
+// httplimit.ClientIP (httplimit.IPOptions, httplimit.IPResolver), the
+// metadata key being the header's name lower-cased. A client that sends
+// the metadata directly, or prepends fake entries through a trusted proxy,
+// does not change its key. Interceptors run in the order they are chained: put
 // this one after an authentication interceptor whose result a key
 // function reads from the context.
 //
 // A limiter holds every active key in memory, so the key functions that
 // read bytes the client chooses (APIKey, and FullMethod under an
-// UnknownServiceHandler) bound their keys: a key longer than 256 bytes is
-// ErrInvalidKey, InvalidArgument with RejectOnError, and never reaches a
-// limiter. MaxKeyLen sets another bound for APIKey. httplimit's key
-// functions hold to the same bound, with the same option.
+// UnknownServiceHandler) bound their keys: a key longer than
+// httplimit.DefaultMaxKeyLen (256 bytes) is ErrInvalidKey, InvalidArgument
+// with RejectOnError, and never reaches a limiter. MaxKeyLen sets another
+// bound for APIKey. httplimit's key functions hold to the same default,
+// and take an option of the same name.
 //
 // # Clients
 //
@@ -139,9 +146,13 @@
 //
 // # Observability
 //
-// Config.Hook (the atomiclimit.Hook of httplimit) receives allowed, denied
-// and error events per policy, and Interceptor.ReportEvictions forwards
-// the limiters' eviction counts to it.
+// Config.Hook (the atomiclimit.Hook of httplimit) receives allowed, denied,
+// overloaded and error events per policy, as atomiclimit.Stack.Report
+// reports a call (a full limiter's refusal is an Overloaded event, not an
+// error; a limiter's outage, and a key that failed, an Error event), and
+// Interceptor.ReportEvictions forwards the limiters' eviction counts to
+// it. A Pacer reports its calls the same way: Allowed when a call goes
+// out, Denied for each policy that made it wait.
 //
 // # Cost
 //

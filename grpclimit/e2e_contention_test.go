@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,26 +19,26 @@ import (
 func TestEndToEndStackContention(t *testing.T) {
 	const workers, calls = 8, 50
 	key := netip.MustParsePrefix("127.0.0.1/32")
-	for _, p := range stacktest.Pairs() {
-		t.Run(stacktest.Name(p), func(t *testing.T) {
-			gen := stacktest.Keyed[netip.Prefix](t, p[0].Generous)
-			strict := stacktest.Keyed[netip.Prefix](t, p[1].Strict)
+	for _, p := range kindPairs() {
+		t.Run(pairName(p), func(t *testing.T) {
+			gen := keyedOf[netip.Prefix](t, p[0].generous)
+			strict := keyedOf[netip.Prefix](t, p[1].strict)
 			m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{
 				{Name: "generous", Limiter: gen}, {Name: "strict", Limiter: strict}}})
 			cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
-			served := stacktest.Hammer(workers, calls, func(int, int) bool {
+			served := hammer(workers, calls, func(int, int) bool {
 				_, err := echo.CallSay(context.Background(), cc, "hi")
 				if c := status.Code(err); c != codes.OK && c != codes.ResourceExhausted {
 					t.Errorf("call: %v", err)
 				}
 				return err == nil
 			})
-			if served == 0 || served > stacktest.StrictQuota {
-				t.Fatalf("served %d of %d, want 1 to %d", served, workers*calls, stacktest.StrictQuota)
+			if served == 0 || served > strictQuota {
+				t.Fatalf("served %d of %d, want 1 to %d", served, workers*calls, strictQuota)
 			}
-			cg, cs := stacktest.Charged[netip.Prefix](gen, key, p[0].Quota), stacktest.Charged[netip.Prefix](strict, key, stacktest.StrictQuota)
-			stacktest.Check(t, "generous", p[0], cg, served)
-			stacktest.Check(t, "strict", p[1], cs, served)
+			cg, cs := charged[netip.Prefix](gen, key, p[0].quota), charged[netip.Prefix](strict, key, strictQuota)
+			checkCharged(t, "generous", p[0], cg, served)
+			checkCharged(t, "strict", p[1], cs, served)
 			t.Logf("served %d; generous charged %d, strict %d", served, cg, cs)
 		})
 	}

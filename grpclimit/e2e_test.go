@@ -10,7 +10,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -33,7 +32,7 @@ func newRecording(k *atomiclimit.Keyed[string]) *recordingLimiter {
 
 func (l *recordingLimiter) Take(_ context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
 	now := time.Now()
-	d := stacktest.DecideN(l.k, key, now, n)
+	d, _, _ := l.k.TakeN(key, now, n)
 	if d.Allowed {
 		l.mu.Lock()
 		l.admitted[key] = append(l.admitted[key], now.Sub(l.start))

@@ -10,6 +10,7 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/grpclimit"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -28,7 +29,7 @@ func (c fixedClock) Now() time.Time { return c.t }
 func Example() {
 	perClient, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(2), 2,
 		atomiclimit.WithClock(fixedClock{time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}))
-	key, _ := grpclimit.ClientIP(grpclimit.IPOptions{})
+	key, _ := grpclimit.ClientIP(httplimit.IPOptions{})
 	lim, _ := grpclimit.New(grpclimit.Config[netip.Prefix]{
 		Key:      key,
 		Policies: []grpclimit.Policy[netip.Prefix]{{Name: "per-client", Limiter: perClient}},

@@ -5,8 +5,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -44,11 +43,12 @@ type keyConfig struct {
 // client chooses these: without a bound a hundred distinct 1 MB keys would
 // hold 100 MB until they went idle.
 //
-// Without it, the bound is 256 bytes, which holds any API key or token in
-// common use: the same for every key function of both doors that reads
-// the client's bytes (APIKey and FullMethod here; httplimit's Header,
-// APIKey and Method). FullMethod, which takes no option, holds to that
-// default. n < 1 accepts no key at all.
+// Without it, the bound is httplimit.DefaultMaxKeyLen, 256 bytes, which
+// holds any API key or token in common use: the same for every key
+// function of both doors that reads the client's bytes (APIKey and
+// FullMethod here; httplimit's Header, APIKey and Method). FullMethod,
+// which takes no option, holds to that default. n < 1 accepts no key at
+// all.
 func MaxKeyLen(n int) KeyOption { return maxKeyLen(n) }
 
 type maxKeyLen int
@@ -58,7 +58,7 @@ func (n maxKeyLen) applyKey(c *keyConfig) { c.maxLen = int(n) }
 // keyConfigOf returns the configuration opts make of the default (a nil
 // option changes nothing).
 func keyConfigOf(opts []KeyOption) keyConfig {
-	c := keyConfig{maxLen: door.DefaultMaxKeyLen}
+	c := keyConfig{maxLen: httplimit.DefaultMaxKeyLen}
 	for _, o := range opts {
 		if o != nil {
 			o.applyKey(&c)
@@ -70,9 +70,9 @@ func keyConfigOf(opts []KeyOption) keyConfig {
 // APIKey keys a call on an API key in the named incoming metadata (a key
 // such as "x-api-key"; any case, read lower-cased as gRPC sends it). For
 // "authorization" the scheme ("Bearer ", any case) is stripped; surrounding
-// whitespace is trimmed in any field. A missing key is ErrNoKey; a key
-// longer than the bound (MaxKeyLen: 256 bytes by default) is
-// ErrInvalidKey.
+// whitespace is trimmed in any field (httplimit.Credentials reads the
+// scheme). A missing key is ErrNoKey; a key longer than the bound
+// (MaxKeyLen: 256 bytes by default) is ErrInvalidKey.
 //
 // valid, if not nil, must accept the key, or the call fails with
 // ErrInvalidKey. Without it any string is a key: a client that invents keys
@@ -85,7 +85,15 @@ func APIKey(name string, valid func(key string) bool, opts ...KeyOption) KeyFunc
 	auth := name == "authorization"
 	limit := keyConfigOf(opts).maxLen
 	return func(ctx context.Context, _ string) (string, error) {
-		k, _ := httpsyntax.APIKey(metadata.ValueFromIncomingContext(ctx, name), auth)
+		var k string
+		if v := metadata.ValueFromIncomingContext(ctx, name); len(v) > 0 {
+			k = strings.Trim(v[0], " \t") // optional whitespace, as in HTTP
+			if auth {
+				if cred, ok := httplimit.Credentials(k); ok {
+					k = cred
+				}
+			}
+		}
 		switch {
 		case k == "":
 			return "", ErrNoKey
@@ -108,7 +116,7 @@ func FullMethod(_ context.Context, fullMethod string) (string, error) {
 	switch {
 	case fullMethod == "":
 		return "", ErrNoKey
-	case len(fullMethod) > door.DefaultMaxKeyLen:
+	case len(fullMethod) > httplimit.DefaultMaxKeyLen:
 		return "", ErrInvalidKey
 	}
 	return fullMethod, nil

@@ -18,8 +18,7 @@ import (
 
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -37,24 +36,24 @@ var proxies = []netip.Prefix{mustPrefix("10.0.0.0/8"), mustPrefix("2001:db8:ffff
 func TestClientIP(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		o      IPOptions
+		o      httplimit.IPOptions
 		peer   string
 		kv     []string
 		want   string
 		wantOK bool
 	}{
-		{"no proxies: the peer", IPOptions{}, "192.0.2.7:1", []string{"x-forwarded-for", "203.0.113.1"}, "192.0.2.7/32", true},
-		{"untrusted peer cannot spoof", IPOptions{TrustedProxies: proxies}, "192.0.2.7:1", []string{"x-forwarded-for", "203.0.113.1"}, "192.0.2.7/32", true},
-		{"trusted peer: XFF read", IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "203.0.113.1/32", true},
-		{"spoofed leftmost entries skipped", IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "1.1.1.1, 203.0.113.1, 10.0.0.3"}, "203.0.113.1/32", true},
-		{"two values: the last first", IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "1.1.1.1", "x-forwarded-for", "203.0.113.9"}, "203.0.113.9/32", true},
-		{"garbage ends the walk at the hop", IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1, unknown"}, "10.0.0.2/32", true},
-		{"trusted, no metadata: the proxy", IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", nil, "10.0.0.2/32", true},
-		{"Forwarded", IPOptions{TrustedProxies: proxies, Header: Forwarded}, "10.0.0.2:1", []string{"forwarded", `for=1.1.1.1, for="[2001:db8:1::1]:80";proto=https`}, "2001:db8:1::/64", true},
-		{"Forwarded ignores XFF", IPOptions{TrustedProxies: proxies, Header: Forwarded}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "10.0.0.2/32", true},
-		{"IPv6 grouped by /64", IPOptions{}, "[2001:db8:7::9]:1", nil, "2001:db8:7::/64", true},
-		{"IPv4 bits", IPOptions{IPv4Bits: 24}, "192.0.2.7:1", nil, "192.0.2.0/24", true},
-		{"IPv4-mapped peer unmapped", IPOptions{}, "[::ffff:192.0.2.7]:1", nil, "192.0.2.7/32", true},
+		{"no proxies: the peer", httplimit.IPOptions{}, "192.0.2.7:1", []string{"x-forwarded-for", "203.0.113.1"}, "192.0.2.7/32", true},
+		{"untrusted peer cannot spoof", httplimit.IPOptions{TrustedProxies: proxies}, "192.0.2.7:1", []string{"x-forwarded-for", "203.0.113.1"}, "192.0.2.7/32", true},
+		{"trusted peer: XFF read", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "203.0.113.1/32", true},
+		{"spoofed leftmost entries skipped", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "1.1.1.1, 203.0.113.1, 10.0.0.3"}, "203.0.113.1/32", true},
+		{"two values: the last first", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "1.1.1.1", "x-forwarded-for", "203.0.113.9"}, "203.0.113.9/32", true},
+		{"garbage ends the walk at the hop", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1, unknown"}, "10.0.0.2/32", true},
+		{"trusted, no metadata: the proxy", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", nil, "10.0.0.2/32", true},
+		{"Forwarded", httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.2:1", []string{"forwarded", `for=1.1.1.1, for="[2001:db8:1::1]:80";proto=https`}, "2001:db8:1::/64", true},
+		{"Forwarded ignores XFF", httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "10.0.0.2/32", true},
+		{"IPv6 grouped by /64", httplimit.IPOptions{}, "[2001:db8:7::9]:1", nil, "2001:db8:7::/64", true},
+		{"IPv4 bits", httplimit.IPOptions{IPv4Bits: 24}, "192.0.2.7:1", nil, "192.0.2.0/24", true},
+		{"IPv4-mapped peer unmapped", httplimit.IPOptions{}, "[::ffff:192.0.2.7]:1", nil, "192.0.2.7/32", true},
 	} {
 		key, err := ClientIP(tc.o)
 		if err != nil {
@@ -66,20 +65,30 @@ func TestClientIP(t *testing.T) {
 			t.Errorf("%s: key = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
-	for _, o := range []IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: 7}, {TrustedProxies: []netip.Prefix{{}}}} {
+	for _, o := range []httplimit.IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: 7}, {TrustedProxies: []netip.Prefix{{}}}} {
 		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
 			t.Errorf("ClientIP(%+v): %v, want ErrConfig", o, err)
 		}
 	}
 	// Peers that are not TCP: a unix socket keys as ::, trusted or not; an
 	// in-memory address and no peer at all are ErrPeer.
-	key, _ := ClientIP(IPOptions{TrustUnixSocket: true})
+	key, _ := ClientIP(httplimit.IPOptions{TrustUnixSocket: true})
 	unix := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.UnixAddr{Name: "@", Net: "unix"}})
 	if got, err := key(metadata.NewIncomingContext(unix, metadata.Pairs("x-forwarded-for", "203.0.113.1")), ""); err != nil || got != mustPrefix("203.0.113.1/32") {
 		t.Errorf("trusted unix peer: %v %v", got, err)
 	}
 	if got, err := PeerIP(unix, ""); err != nil || got != mustPrefix("::/64") {
 		t.Errorf("unix peer: %v %v", got, err)
+	}
+	// PeerIP keys as ClientIP with zero options: one client, one key.
+	for peer, want := range map[string]string{"[::ffff:192.0.2.7]:1": "192.0.2.7/32", "[fe80::1%eth0]:1": "fe80::/64", "192.0.2.7:1": "192.0.2.7/32"} {
+		ctx, _ := callCtx(peer)
+		zero, _ := ClientIP(httplimit.IPOptions{})
+		if got, err := PeerIP(ctx, ""); err != nil || got != mustPrefix(want) {
+			t.Errorf("PeerIP, peer %s: %v %v, want %s", peer, got, err, want)
+		} else if z, _ := zero(ctx, ""); z != got {
+			t.Errorf("PeerIP, peer %s: %v, ClientIP with zero options %v", peer, got, z)
+		}
 	}
 	mem := peer.NewContext(context.Background(), &peer.Peer{Addr: memAddr{}})
 	for _, ctx := range []context.Context{mem, context.Background()} {
@@ -97,7 +106,7 @@ func (memAddr) String() string  { return "bufconn" }
 // An untrusted peer's key allocates nothing; a trusted one's reads the
 // metadata, which grpc's ValueFromIncomingContext copies: one allocation.
 func TestClientIPAllocs(t *testing.T) {
-	key, _ := ClientIP(IPOptions{TrustedProxies: proxies})
+	key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: proxies})
 	ctx, _ := callCtx("192.0.2.7:1", "x-forwarded-for", "203.0.113.1")
 	if n := testing.AllocsPerRun(100, func() { key(ctx, "") }); n != 0 {
 		t.Errorf("untrusted peer: %v allocs, want 0", n)
@@ -117,7 +126,7 @@ func TestClientIPAllocs(t *testing.T) {
 // the test would see the metadata if it were read.
 func TestSpoofingOnTheWire(t *testing.T) {
 	for _, trust := range []bool{false, true} {
-		o := IPOptions{TrustedProxies: proxies}
+		o := httplimit.IPOptions{TrustedProxies: proxies}
 		if trust {
 			o.TrustedProxies = append(o.TrustedProxies, mustPrefix("127.0.0.0/8"))
 		}
@@ -273,7 +282,7 @@ func TestCertSubjectMTLS(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if d := stacktest.Peek(lim, "CN=client-a,O=atomiclimit test", 0); d.Remaining != 0 {
+	if d := peekDecision(lim, "CN=client-a,O=atomiclimit test", 0); d.Remaining != 0 {
 		t.Errorf("the identity's key has %d left, want 0 (keys: %d)", d.Remaining, lim.Stats().Keys)
 	}
 	// Without a verified chain: ErrNoKey.
@@ -319,23 +328,24 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 }
 
 // Every form of an address gives the same key in x-forwarded-for,
-// forwarded and x-real-ip (iptest.Cases), through ClientIP.
+// forwarded and x-real-ip (fieldCases), through ClientIP: the metadata
+// key of each httplimit.ProxyHeader is its name lower-cased.
 func TestClientIPFormsInEveryField(t *testing.T) {
 	keys := map[string]KeyFunc[netip.Prefix]{}
-	for _, h := range []ProxyHeader{XForwardedFor, Forwarded, XRealIP} {
-		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+	for _, h := range []httplimit.ProxyHeader{httplimit.XForwardedFor, httplimit.Forwarded, httplimit.XRealIP} {
+		key, err := ClientIP(httplimit.IPOptions{TrustedProxies: caseTrusted, Header: h})
 		if err != nil {
 			t.Fatal(err)
 		}
 		keys[strings.ToLower(h.String())] = key
 	}
-	for _, c := range iptest.Cases() {
-		field := strings.ToLower(c.Field)
+	for _, c := range fieldCases() {
+		field := strings.ToLower(c.Header.String())
 		var kv []string
 		for _, v := range c.Lines {
 			kv = append(kv, field, v)
 		}
-		ctx, _ := callCtx(iptest.Peer+":1", kv...)
+		ctx, _ := callCtx(casePeer+":1", kv...)
 		if got, err := keys[field](ctx, echo.Say); err != nil || got != mustPrefix(c.Key) {
 			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, field, c.Lines, got, err, c.Key)
 		}
@@ -347,11 +357,8 @@ func TestClientIPFormsInEveryField(t *testing.T) {
 // are ten clients. A client's own value beside the proxy's (two values) is
 // not an address the proxy set: the key is the peer's.
 func TestXRealIPOnTheWire(t *testing.T) {
-	if XRealIP.String() != "x-real-ip" || ProxyHeader(9).String() != "ProxyHeader(9)" {
-		t.Errorf("names: %v %v", XRealIP, ProxyHeader(9))
-	}
 	for _, trust := range []bool{false, true} {
-		o := IPOptions{Header: XRealIP}
+		o := httplimit.IPOptions{Header: httplimit.XRealIP}
 		if trust {
 			o.TrustedProxies = []netip.Prefix{mustPrefix("127.0.0.0/8")}
 		}
@@ -375,7 +382,7 @@ func TestXRealIPOnTheWire(t *testing.T) {
 			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Stats().Keys)
 		}
 	}
-	key, _ := ClientIP(IPOptions{TrustedProxies: proxies, Header: XRealIP})
+	key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.XRealIP})
 	ctx, _ := callCtx("10.0.0.2:1", "x-real-ip", "6.6.6.6", "x-real-ip", "203.0.113.1")
 	if got, err := key(ctx, ""); err != nil || got != mustPrefix("10.0.0.2/32") {
 		t.Errorf("two values: %v %v, want the peer's", got, err)

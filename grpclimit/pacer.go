@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/door"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,8 +28,10 @@ type PacerConfig[K comparable] struct {
 	// sent again, after the delay it names (0: never). A delay that would
 	// pass the call's deadline is not waited: the call fails at once.
 	Retries int
-	// Hook receives the pacer's events: Allowed when a call goes out, Denied
-	// for each policy that made it wait, with the wait (nil: none).
+	// Hook receives the pacer's events (atomiclimit.Stack.Report): Allowed
+	// when a call goes out, Denied for each policy that made it wait, with
+	// the wait, Overloaded for a full limiter, Error for a limiter that
+	// could not decide (nil: none).
 	Hook *atomiclimit.Hook
 }
 
@@ -47,11 +48,10 @@ type PacerConfig[K comparable] struct {
 // not defined.
 type Pacer[K comparable] struct {
 	key     KeyFunc[K]
-	s       *door.Stack[K] // nil without Policies
+	s       *atomiclimit.Stack[K] // nil without Policies
 	costs   map[string]int
 	retries int
-	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
-	errs    door.ErrorSink
+	hook    *atomiclimit.Hook // nil: none
 }
 
 // NewPacer validates c and returns the pacer it describes.
@@ -65,17 +65,23 @@ func NewPacer[K comparable](c PacerConfig[K]) (*Pacer[K], error) {
 	if len(c.Policies) > 0 && c.Key == nil {
 		return nil, fmt.Errorf("%w: no Key function", ErrConfig)
 	}
-	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries}
-	p.hook, p.errs = door.FillHook(c.Hook)
+	p := &Pacer[K]{key: c.Key, costs: c.Costs, retries: c.Retries, hook: c.Hook}
 	for name, cost := range c.Costs {
 		if cost < 0 {
 			return nil, fmt.Errorf("%w: Costs[%q] = %d, negative", ErrConfig, name, cost)
 		}
 	}
-	var set door.Set[K] // a pacer reports no evictions
-	var err error
-	if p.s, err = door.AddStack(&set, "Policies", c.Policies); err != nil {
+	var ps policies[K] // a pacer reports no evictions
+	pols, err := ps.addList("Policies", c.Policies)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	s, err := newStack("Policies", pols)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if s != nil {
+		p.s = s.Stack
 	}
 	return p, nil
 }
@@ -120,7 +126,9 @@ func (p *Pacer[K]) Stream() grpc.StreamClientInterceptor {
 // (codes.Canceled, DeadlineExceeded) if ctx ends first, at once with
 // codes.ResourceExhausted if the wait would pass ctx's deadline or the call
 // can never be admitted, with the key function's error, and with
-// codes.Unavailable if a limiter could not decide and failed closed.
+// codes.Unavailable if a limiter could not decide and failed closed, or a
+// full limiter had no room for the key (atomiclimit.ErrTooManyKeys; the
+// RetryInfo says when it may have room).
 func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 	if p.s == nil {
 		return nil
@@ -133,30 +141,31 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 	if err != nil {
 		return err
 	}
-	var out [door.MaxPolicies]door.Outcome
-	o := out[:len(p.s.Policies)]
+	var out [atomiclimit.MaxPolicies]atomiclimit.Outcome
+	o := out[:p.s.Len()]
 	for {
-		clear(o) // Decide wants zero outcomes
-		res, at := p.s.Decide(ctx, key, n, o, p.errs)
+		clear(o) // Take wants zero outcomes
+		res, at := p.s.Take(ctx, key, n, o)
+		p.s.Report(p.hook, res, o, n)
 		switch res {
-		case door.Pass:
-			p.s.Report(p.hook, res, o, n)
+		case atomiclimit.Pass:
 			return nil
-		case door.Gone:
-			return status.FromContextError(ctx.Err()).Err()
-		case door.Unavailable:
-			return unavailable(p.s.Policies[at].Name, &o[at])
+		case atomiclimit.Gone:
+			return gone(ctx)
+		case atomiclimit.Unavailable, atomiclimit.Overloaded:
+			// Not a wait: the limiter could not decide, or had no room for
+			// the key (the wait it names is only when it may have room).
+			return unavailable(p.s.Policy(at).Name, &o[at])
 		}
 		den := p.s.Denied(o)
-		p.s.Report(p.hook, res, o, n)
 		if den.RetryAfter == atomiclimit.Never {
-			return denied(p.s, key, o, den)
+			return denied(p.s, o, den)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < den.RetryAfter {
-			return denied(p.s, key, o, den) // as x/time/rate's Wait: fail now, not at the deadline
+			return denied(p.s, o, den) // as x/time/rate's Wait: fail now, not at the deadline
 		}
 		if !sleep(ctx, den.RetryAfter) {
-			return status.FromContextError(ctx.Err()).Err()
+			return gone(ctx) // ended, or would end before the wait
 		}
 	}
 }

@@ -119,6 +119,41 @@ func TestPacerWaitFailures(t *testing.T) {
 	}
 }
 
+// A pacer's own limiter that is full (WithMaxKeys, RejectNew) has no room
+// for a new key: the call fails at once with Unavailable, a RetryInfo of
+// the time until the limiter may have room, and an Overloaded event, as
+// the server's interceptor answers it. It is not a wait: the pacer asks no
+// policy again, and does not spin until the context ends.
+func TestPacerFullLimiter(t *testing.T) {
+	c := newFakeClock()
+	lim, err := atomiclimit.NewKeyedRule[string](atomiclimit.FixedWindow(1, 5*time.Second),
+		atomiclimit.WithClock(c), atomiclimit.WithSweepInterval(0), atomiclimit.WithMaxKeys(1, atomiclimit.RejectNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newCountingHook()
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Hook: h.hook(), Policies: []Policy[string]{{Name: "self", Limiter: lim}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(context.Background(), "/a/First"); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = p.Wait(ctx, "/a/Second")
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, atomiclimit.ErrTooManyKeys) {
+		t.Fatalf("a full limiter: %v, want Unavailable wrapping ErrTooManyKeys", err)
+	}
+	if d, ok := RetryDelay(err); !ok || d != 4*time.Second {
+		t.Errorf("RetryInfo %v %v, want 4s: the held key is idle then", d, ok)
+	}
+	if h.overloaded["self"] != 1 || h.denied["self"] != 0 || h.error["self"] != 0 {
+		t.Errorf("hook: overloaded %d, denied %d, errors %d; want 1, 0, 0", h.overloaded["self"], h.denied["self"], h.error["self"])
+	}
+}
+
 // Retries: a server that admits one call per 30 ms; a client with Retries
 // makes five calls in a row, each admitted, and each denial it met was
 // followed by an admission: it waited what RetryInfo said, and that was

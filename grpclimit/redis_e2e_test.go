@@ -23,7 +23,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"github.com/atomiclimit/atomiclimit/redislimit"
 )
 
@@ -279,7 +278,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 						allowed, denied, errs, all, after)
 				}
 				for c := range clients {
-					if r := stacktest.Peek(local, "c"+strconv.Itoa(c), 0).Remaining; r != 0 {
+					if r := peekDecision(local, "c"+strconv.Itoa(c), 0).Remaining; r != 0 {
 						t.Errorf("client %d: the fallback has %d left, want 0: it was charged", c, r)
 					}
 				}

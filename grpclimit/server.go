@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -136,9 +134,8 @@ type Interceptor[K comparable] struct {
 	exclude func(context.Context, string) bool
 	md      MetadataSet
 	onError ErrorHandler
-	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
-	errs    door.ErrorSink    // hook, or nil: what the limiters' errors go to
-	set     door.Set[K]       // every policy once (for ReportEvictions)
+	hook    *atomiclimit.Hook // nil: none
+	pols    policies[K]       // every policy once (for ReportEvictions)
 }
 
 // methodOf is what a listed method is checked against: s (nil: none) at
@@ -159,23 +156,27 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	if len(c.Policies) == 0 && len(c.Methods) == 0 && len(c.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no policy (Policies, Methods and Messages are empty)", ErrConfig)
 	}
-	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError}
-	m.hook, m.errs = door.FillHook(c.Hook)
+	m := &Interceptor[K]{key: c.Key, exclude: c.Exclude, md: c.Metadata, onError: c.OnError, hook: c.Hook}
 	if m.md&^MetadataOnAllow == 0 {
 		m.md |= DefaultMetadata
 	}
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	def, err := door.AddStack(&m.set, "Policies", c.Policies)
+	def, err := m.pols.addList("Policies", c.Policies)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	msgs, err := door.AddStack(&m.set, "Messages", c.Messages)
+	msgs, err := m.pols.addList("Messages", c.Messages)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	m.def, m.msgs = newStack(def), newStack(msgs)
+	if m.def, err = newStack("Policies", def); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if m.msgs, err = newStack("Messages", msgs); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if len(c.Methods) > 0 || len(c.Costs) > 0 {
 		m.methods = make(map[string]methodOf[K], len(c.Methods)+len(c.Costs))
 	}
@@ -188,19 +189,19 @@ func New[K comparable](c Config[K]) (*Interceptor[K], error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Methods)) {
 		what := "Methods[" + strconv.Quote(name) + "]"
-		pol, err := m.set.Add(what, door.Spec[K](c.Methods[name]))
+		pol, err := m.pols.add(what, c.Methods[name])
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		s, err := m.def.base().With(pol)
+		s, err := newStack(what, append(slices.Clip(def), pol))
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		mt, ok := m.methods[name]
 		if !ok {
 			mt.cost = 1
 		}
-		mt.s = newStack(s)
+		mt.s = s
 		m.methods[name] = mt
 	}
 	return m, nil
@@ -257,91 +258,92 @@ func (m *Interceptor[K]) call(ctx context.Context, method string, ss grpc.Server
 	return key, true, m.decide(ctx, ss, false, s, key, n)
 }
 
-// decide is check with the outcomes on the stack: one for the common
-// single policy.
+// decide is check with the outcomes on the goroutine's stack, as few as
+// the policies need: Take wants them zero, and zeroing MaxPolicies of them
+// costs a call measurable time.
 func (m *Interceptor[K]) decide(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int) error {
-	if len(s.Policies) == 1 {
-		var sc door.Scratch1
-		return m.check(ctx, ss, trailer, s, key, n, sc.Out[:], sc.Fields[:])
+	switch l := s.Len(); {
+	case l == 1:
+		var out [1]atomiclimit.Outcome
+		return m.check(ctx, ss, trailer, s, key, n, out[:])
+	case l == 2:
+		var out [2]atomiclimit.Outcome
+		return m.check(ctx, ss, trailer, s, key, n, out[:])
+	case l <= 4:
+		var out [4]atomiclimit.Outcome
+		return m.check(ctx, ss, trailer, s, key, n, out[:l])
+	default:
+		var out [atomiclimit.MaxPolicies]atomiclimit.Outcome
+		return m.check(ctx, ss, trailer, s, key, n, out[:l])
 	}
-	var sc door.Scratch
-	return m.check(ctx, ss, trailer, s, key, n, sc.Out[:len(s.Policies)], sc.Fields[:len(s.Policies)])
 }
 
 // fail reports err, for which a call of method could not be keyed, under
 // the first policy it would have met, and returns what the ErrorHandler
 // makes of it.
 func (m *Interceptor[K]) fail(ctx context.Context, method string, s *stack[K], err error) error {
-	if m.hook != nil {
+	if m.hook != nil && m.hook.Error != nil {
 		if s == nil {
 			s = m.msgs
 		}
-		m.hook.Error(s.Policies[0].Name, err)
+		m.hook.Error(s.Policy(0).Name, err)
 	}
 	return m.onError(ctx, method, err)
 }
 
 // check decides a request for n at key under every policy of s, reports it
-// to the hook, and sends its metadata: in the header (trailer false), or in
-// the trailer for a message on a stream whose header may be gone. A nil
-// error admits it. fs is scratch space for the fields, nil on entry.
-func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
-	res, at := s.Decide(ctx, key, n, out, m.errs)
+// to the hook (Stack.Report: its errors and its events), and sends its
+// metadata: in the header (trailer false), or in the trailer for a message
+// on a stream whose header may be gone. A nil error admits it.
+func (m *Interceptor[K]) check(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []atomiclimit.Outcome) error {
+	res, at := s.Take(ctx, key, n, out)
+	s.Report(m.hook, res, out, n)
 	switch res {
-	case door.Pass:
-		s.Report(m.hook, res, out, n)
+	case atomiclimit.Pass:
 		if m.md&MetadataOnAllow != 0 && !trailer { // an admitted message sends nothing
-			s.Fields(key, fs)
-			m.sendMetadata(ctx, ss, false, s.Stack, out, fs, n)
+			m.sendMetadata(ctx, ss, false, s, out, n)
 		}
 		return nil
-	case door.Gone:
-		return status.FromContextError(ctx.Err()).Err()
-	case door.Overloaded, door.Unavailable:
+	case atomiclimit.Gone:
+		return gone(ctx)
+	case atomiclimit.Overloaded, atomiclimit.Unavailable:
 		// Overloaded: a full limiter had no room for the key, the server's
 		// capacity, not the client's quota. Unavailable: the limiter's outage
 		// policy denied.
-		if res == door.Overloaded && m.hook != nil {
-			m.hook.Overloaded(s.Policies[at].Name, n)
-		}
-		s.Fields(key, fs)
-		m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
-		return unavailable(s.Policies[at].Name, &out[at])
-	default: // door.Deny
-		return m.deny(ctx, ss, trailer, s, key, n, out, fs)
+		m.sendMetadata(ctx, ss, trailer, s, out, n)
+		return unavailable(s.Policy(at).Name, &out[at])
+	default: // atomiclimit.Deny
+		return m.deny(ctx, ss, trailer, s, out, n)
 	}
 }
 
 // deny is check's denial, out of line so that the admission's path stays
-// short: it reports the denial, sends its metadata and returns its error.
-func (m *Interceptor[K]) deny(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], key K, n int, out []door.Outcome, fs []*ratefields.Fields) error {
+// short: it sends the denial's metadata and returns its error.
+func (m *Interceptor[K]) deny(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], out []atomiclimit.Outcome, n int) error {
 	den := s.Denied(out)
-	s.Report(m.hook, door.Deny, out, n)
-	if len(s.Policies) == 1 {
+	if s.Len() == 1 {
 		// The denial of one policy is kept, and built only on a miss.
-		d := s.deny1(key, out, n, den)
+		d := s.deny1(out, n, den)
 		if md := d.metadata(m.md); md != nil {
 			send(ctx, ss, trailer, md)
 		}
 		return d.err
 	}
-	s.Fields(key, fs)
-	m.sendMetadata(ctx, ss, trailer, s.Stack, out, fs, n)
-	return deniedWith(s.Stack, fs, out, den)
+	m.sendMetadata(ctx, ss, trailer, s, out, n)
+	return denied(s.Stack, out, den)
 }
 
-// sendMetadata sends the selected RateLimit fields of s's outcomes (fs:
-// the field values of the call's key, filled): with grpc.SetHeader for a
-// unary call (ss nil), in ss's header when it opens, in ss's trailer for a
-// message. Interceptors nested in one another each add their own values
-// under the same keys.
-func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, n int) {
+// sendMetadata sends the selected RateLimit fields of s's outcomes: with
+// grpc.SetHeader for a unary call (ss nil), in ss's header when it opens,
+// in ss's trailer for a message. Interceptors nested in one another each
+// add their own values under the same keys.
+func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream, trailer bool, s *stack[K], out []atomiclimit.Outcome, n int) {
 	if m.md&MetadataNone != 0 {
 		return
 	}
-	policies, items, _, _ := door.Count(out, fs, n)
-	rl := items > 0 && m.md&MetadataRateLimit != 0
-	pol := policies > 0 && m.md&MetadataPolicy != 0
+	rlv, polv := s.values(out, n)
+	rl := rlv != "" && m.md&MetadataRateLimit != 0
+	pol := polv != "" && m.md&MetadataPolicy != 0
 	if !rl && !pol {
 		return
 	}
@@ -349,11 +351,11 @@ func (m *Interceptor[K]) sendMetadata(ctx context.Context, ss grpc.ServerStream,
 	md := make(metadata.MD, 2)
 	vals := make([]string, 0, 2)
 	if rl {
-		vals = append(vals, door.RateLimitValue(out, fs, n, items, nil))
+		vals = append(vals, rlv)
 		md[mdRateLimit] = vals[len(vals)-1:]
 	}
 	if pol {
-		vals = append(vals, s.PolicyValue(fs, policies, nil))
+		vals = append(vals, polv)
 		md[mdPolicy] = vals[len(vals)-1:]
 	}
 	send(ctx, ss, trailer, md)
@@ -397,4 +399,4 @@ func (s *limitedStream[K]) RecvMsg(msg any) error {
 // policy's limiter has removed since the last call (limiters with a
 // Stats() atomiclimit.Stats method). Call it periodically or before a
 // metrics scrape. Without a hook it does nothing.
-func (m *Interceptor[K]) ReportEvictions() { m.set.ReportEvictions(m.hook) }
+func (m *Interceptor[K]) ReportEvictions() { m.pols.reportEvictions(m.hook) }

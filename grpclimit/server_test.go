@@ -14,7 +14,6 @@ import (
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -287,10 +286,27 @@ func TestOutage(t *testing.T) {
 	if len(h.error) != 0 {
 		t.Errorf("caller gone reported as an error: %v", h.error)
 	}
-	if d := stacktest.Peek(first, echo.Say, 0); d.Remaining != 5 {
+	if d := peekDecision(first, echo.Say, 0); d.Remaining != 5 {
 		t.Errorf("caller gone: charged (%d left)", d.Remaining)
 	}
+	// A caller past its deadline whose context has not said so yet (the
+	// limiter saw the deadline pass first) is gone too: DeadlineExceeded,
+	// not served.
+	ctx, _ = callCtx("192.0.2.1:1")
+	if err := unary(m, pastDeadline{ctx}, echo.Say); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("caller past its deadline: %v, want DeadlineExceeded", err)
+	}
+	if len(h.error) != 0 {
+		t.Errorf("caller past its deadline reported as an error: %v", h.error)
+	}
 }
+
+// pastDeadline is a context whose deadline has passed while its Err is
+// still nil: the moment before its timer fires, which a remote limiter may
+// already have seen as the caller giving up.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Unix(1, 0), true }
 
 // fallingBack is a remote limiter whose store is down and whose outage
 // policy is a local fallback (redislimit's FallbackTo): Take and Peek are

@@ -1,14 +1,15 @@
 package grpclimit
 
 import (
+	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,34 +50,31 @@ func retryDelay(d time.Duration) time.Duration {
 	return max((d+ms-1)/ms*ms, ms)
 }
 
-// denied returns the error of a call the policies of s denied: codes.
-// ResourceExhausted with a RetryInfo (the longest wait a violated policy
-// needs, unless one never admits the call) and a QuotaFailure with one
-// violation per violated policy, in the configured order: subject and
-// quota_id the policy's name, description its rule as configured,
-// quota_value its advertised quota.
-func denied[K comparable](s *door.Stack[K], key K, out []door.Outcome, den door.Denial) error {
-	var buf [door.MaxPolicies]*ratefields.Fields
-	fs := buf[:len(s.Policies)]
-	s.Fields(key, fs)
-	return deniedWith(s, fs, out, den)
-}
-
-// deniedWith is denied with the field values of the call's key under each
-// policy of s (fs, parallel to s.Policies).
-func deniedWith[K comparable](s *door.Stack[K], fs []*ratefields.Fields, out []door.Outcome, den door.Denial) error {
+// denied returns the error of a call the policies of s denied (out: its
+// outcomes; den: Denied's summary): codes.ResourceExhausted with a
+// RetryInfo (the longest wait a violated policy needs, unless one never
+// admits the call) and a QuotaFailure with one violation per violated
+// policy, in the configured order: subject and quota_id the policy's name,
+// description its rule as configured (the outcome's Quota.String),
+// quota_value its advertised quota (httplimit.Advertise).
+func denied[K comparable](s *atomiclimit.Stack[K], out []atomiclimit.Outcome, den atomiclimit.Denial) error {
 	var b strings.Builder
 	b.WriteString(ErrLimited.Error())
 	b.WriteString(": ")
 	writePolicies(&b, den.Violated)
 	qf := &errdetails.QuotaFailure{}
-	for j, p := range s.Policies {
-		if out[j].Kind != door.Violated {
+	for j := range s.Len() {
+		o := &out[j]
+		if o.Kind != atomiclimit.Violated {
 			continue
 		}
-		f := fs[j]
+		var q int
+		if o.Quota.Limit != math.MaxInt { // Unlimited advertises no quota
+			q, _ = httplimit.Advertise(o.Quota)
+		}
+		name := s.Policy(j).Name
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject: p.Name, QuotaId: p.Name, Description: f.Quota.String, QuotaValue: int64(f.Q),
+			Subject: name, QuotaId: name, Description: o.Quota.String, QuotaValue: int64(q),
 		})
 	}
 	var st *status.Status
@@ -97,7 +95,7 @@ func deniedWith[K comparable](s *door.Stack[K], fs []*ratefields.Fields, out []d
 // outage policy denied it (fail closed). codes.Unavailable, with a
 // RetryInfo when the limiter named a wait. The limiter's error is wrapped
 // for the server's interceptors, not sent to the client.
-func unavailable(name string, o *door.Outcome) error {
+func unavailable(name string, o *atomiclimit.Outcome) error {
 	var b strings.Builder
 	if errors.Is(o.Err, atomiclimit.ErrTooManyKeys) {
 		b.WriteString("grpclimit: too many clients to limit at once: ")
@@ -106,7 +104,7 @@ func unavailable(name string, o *door.Outcome) error {
 	}
 	writePolicies(&b, []string{name})
 	var st *status.Status
-	if ra := o.D.RetryAfter; ra > 0 && ra != atomiclimit.Never {
+	if ra := o.Decision.RetryAfter; ra > 0 && ra != atomiclimit.Never {
 		d := retryDelay(ra)
 		b.WriteString("; retry after ")
 		b.WriteString(d.String())
@@ -115,6 +113,18 @@ func unavailable(name string, o *door.Outcome) error {
 		st = status.New(codes.Unavailable, b.String())
 	}
 	return &limitError{st: st, err: o.Err}
+}
+
+// gone returns the status of a call whose caller went away while a
+// limiter decided (atomiclimit.Gone): its context's (Canceled,
+// DeadlineExceeded), and DeadlineExceeded when the deadline passed before
+// the context said so (a remote limiter saw it first). Never nil: the call
+// is not served.
+func gone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 }
 
 func writePolicies(b *strings.Builder, names []string) {

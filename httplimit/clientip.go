@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-
-	"github.com/atomiclimit/atomiclimit/internal/clientip"
 )
 
 // ErrRemoteAddr is returned by the client-IP key functions when the
@@ -16,11 +14,9 @@ import (
 // TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
-// A ProxyHeader names the forwarding header a trusted proxy sets.
+// A ProxyHeader names the forwarding header a trusted proxy sets. In gRPC
+// metadata the same field has the name lower-cased ("x-forwarded-for").
 type ProxyHeader uint8
-
-// String returns the header's name ("X-Forwarded-For").
-func (h ProxyHeader) String() string { return clientip.Field(h).String() }
 
 const (
 	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
@@ -39,8 +35,23 @@ const (
 	XRealIP
 )
 
-// IPOptions configures ClientIP. The zero value keys on RemoteAddr alone,
-// with IPv6 addresses grouped by /64 and IPv4 addresses kept whole (/32).
+var proxyHeaderNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+
+// String returns the header's name as its specification spells it
+// ("X-Real-IP"), or "ProxyHeader(N)" for an unknown one.
+func (h ProxyHeader) String() string {
+	if h.valid() {
+		return proxyHeaderNames[h]
+	}
+	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
+}
+
+func (h ProxyHeader) valid() bool { return int(h) < len(proxyHeaderNames) }
+
+// IPOptions configures ClientIP, and the same rule for other doors
+// (NewIPResolver; grpclimit's ClientIP, where the peer is a call's and the
+// header its metadata). The zero value keys on RemoteAddr alone, with IPv6
+// addresses grouped by /64 and IPv4 addresses kept whole (/32).
 type IPOptions struct {
 	// TrustedProxies are the networks of the reverse proxies in front of the
 	// server. Only when the TCP peer (RemoteAddr) is inside one of them is
@@ -99,7 +110,7 @@ type IPOptions struct {
 // port (quoted in Forwarded, as RFC 7239 requires; a bare IPv6 address is
 // accepted unquoted too). Invalid options are ErrConfig.
 func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
-	res, err := clientip.NewFor(o)
+	res, err := newResolver(o)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -109,8 +120,78 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 		if err != nil {
 			return netip.Prefix{}, err
 		}
-		return res.Key(peer, unix, func() []string { return r.Header[header] }), nil
+		return res.key(peer, unix, func() []string { return r.Header[header] }), nil
 	}, nil
+}
+
+// An IPResolver finds the client of a request from its peer and the
+// forwarding lines the peer sent, by ClientIP's rule under IPOptions (see
+// NewIPResolver). It never changes, is safe for concurrent use, and
+// allocates nothing.
+type IPResolver struct {
+	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
+	unixTrusted  bool
+	header       ProxyHeader
+	bits4, bits6 int
+}
+
+// newResolver validates o and returns its resolver. The error describes
+// the invalid option, without a package prefix: ClientIP and
+// NewIPResolver wrap it in ErrConfig.
+func newResolver(o IPOptions) (*IPResolver, error) {
+	if !o.Header.valid() {
+		return nil, fmt.Errorf("unknown proxy header %v", o.Header)
+	}
+	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
+	if r.bits4 == 0 {
+		r.bits4 = 32
+	}
+	if r.bits6 == 0 {
+		r.bits6 = 64
+	}
+	if r.bits4 < 1 || r.bits4 > 32 {
+		return nil, fmt.Errorf("IPv4Bits %d (1 to 32)", o.IPv4Bits)
+	}
+	if r.bits6 < 1 || r.bits6 > 128 {
+		return nil, fmt.Errorf("IPv6Bits %d (1 to 128)", o.IPv6Bits)
+	}
+	for _, p := range o.TrustedProxies {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("invalid trusted proxy prefix %v", p)
+		}
+		a, bits := p.Addr(), p.Bits()
+		if a.Is4In6() && bits >= 96 {
+			a, bits = a.Unmap(), bits-96
+		}
+		r.trusted = append(r.trusted, netip.PrefixFrom(a.WithZone(""), bits).Masked())
+	}
+	return r, nil
+}
+
+// NewIPResolver returns ClientIP's rule under o for a door of another
+// protocol, one that finds a request's peer and forwarding field its own
+// way: grpclimit's ClientIP is this rule over a call's peer and its
+// incoming metadata. Invalid options are ErrConfig.
+func NewIPResolver(o IPOptions) (*IPResolver, error) {
+	res, err := newResolver(o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return res, nil
+}
+
+// Client returns the client's prefix of a request whose peer is peer
+// (IPv4-mapped addresses are unmapped and zones dropped; the zero Addr
+// stands for a unix-socket peer, see IPOptions.TrustUnixSocket) and whose
+// forwarding field (the one IPOptions.Header names) has the lines values
+// returns: header lines, or metadata values. values is called only when
+// the peer is a trusted proxy. The prefix is the one ClientIP keys an HTTP
+// request with; Client allocates nothing but what values does.
+func (r *IPResolver) Client(peer netip.Addr, values func() []string) netip.Prefix {
+	if !peer.IsValid() {
+		return r.key(netip.IPv6Unspecified(), true, values)
+	}
+	return r.key(normalize(peer), false, values)
 }
 
 // RemoteIP keys a request on RemoteAddr alone, IPv6 grouped by /64 and IPv4
@@ -120,17 +201,17 @@ func RemoteIP(r *http.Request) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	return clientip.Mask(a, 32, 64), nil
+	return mask(a, 32, 64), nil
 }
 
 // remotePeer parses RemoteAddr: an address ("ip:port", "[ip6]:port" or a
 // bare address), normalized, or a unix-socket peer (see
 // IPOptions.TrustUnixSocket), whose address is the unspecified one (::).
 func remotePeer(s string) (a netip.Addr, unix bool, err error) {
-	if a, ok := clientip.ParsePeer(s); ok {
+	if a, ok := parsePeer(s); ok {
 		return a, false, nil
 	}
-	if clientip.IsUnixPeer(s) {
+	if isUnixPeer(s) {
 		return netip.IPv6Unspecified(), true, nil
 	}
 	return netip.Addr{}, false, fmt.Errorf("%w: %q", ErrRemoteAddr, s)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/clientip/iptest"
 )
 
 type ipCase struct {
@@ -250,24 +249,24 @@ func TestClientIPAllocs(t *testing.T) {
 }
 
 // Every form of an address gives the same key in X-Forwarded-For,
-// Forwarded and X-Real-IP (iptest.Cases), through ClientIP.
+// Forwarded and X-Real-IP (fieldCases), through ClientIP.
 func TestClientIPFormsInEveryHeader(t *testing.T) {
-	keys := map[string]KeyFunc[netip.Prefix]{}
+	keys := map[ProxyHeader]KeyFunc[netip.Prefix]{}
 	for _, h := range []ProxyHeader{XForwardedFor, Forwarded, XRealIP} {
-		key, err := ClientIP(IPOptions{TrustedProxies: iptest.Trusted, Header: h})
+		key, err := ClientIP(IPOptions{TrustedProxies: caseTrusted, Header: h})
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys[h.String()] = key
+		keys[h] = key
 	}
-	for _, c := range iptest.Cases() {
+	for _, c := range fieldCases() {
 		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = iptest.Peer + ":1"
+		r.RemoteAddr = casePeer + ":1"
 		for _, v := range c.Lines {
-			r.Header.Add(c.Field, v)
+			r.Header.Add(c.Header.String(), v)
 		}
-		if got, err := keys[c.Field](r); err != nil || got != mustPrefix(c.Key) {
-			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, c.Field, c.Lines, got, err, c.Key)
+		if got, err := keys[c.Header](r); err != nil || got != mustPrefix(c.Key) {
+			t.Errorf("%s: %s %q: %v %v, want %s", c.Name, c.Header, c.Lines, got, err, c.Key)
 		}
 	}
 }

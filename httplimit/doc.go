@@ -22,12 +22,12 @@
 //
 // A request is checked against every policy in Config.Policies and, if its
 // route has one, Config.Routes' policy for it too (100 per second per IP,
-// plus 3 per minute on POST /login). It is admitted only if every policy
-// admits it. The policies take the request in turn (KeyedLimiter.Take);
-// when one denies, those before it give their admission back (Refund, last
-// first), and those after it are asked without taking (Check), to name
-// every violated policy and the longest wait: no policy is charged for a
-// request another denied. A refund never creates quota (under a race it may
+// plus 3 per minute on POST /login), as one atomiclimit.Stack. It is
+// admitted only if every policy admits it. The policies take the request in
+// turn (KeyedLimiter.Take); when one denies, those before it give their
+// admission back (Refund, last first), and those after it are asked
+// without taking (Peek), to name every violated policy and the longest
+// wait: no policy is charged for a request another denied. A refund never creates quota (under a race it may
 // give back nothing, which leaves the policy stricter, never looser). A
 // policy whose limiter cannot give an admission back (a sliding log, bands)
 // is asked last; one such policy per request at most, which New checks.
@@ -80,7 +80,10 @@
 // skipping trusted hops, or the one address of X-Real-IP. A client that
 // sends a forwarding header directly, or prepends fake entries through a
 // trusted proxy, does not change its key. IPv6 clients are grouped by /64
-// (configurable), IPv4 clients by /32.
+// (configurable), IPv4 clients by /32. An IPResolver is the same rule for
+// a door of another protocol, given a peer address and the forwarding
+// field's values: grpclimit's ClientIP reads them from a call's peer and
+// metadata, with the same IPOptions.
 //
 // The key is a netip.Prefix, not a string: it is comparable, so the keyed
 // limiter hashes it directly and the key function allocates nothing.
@@ -93,10 +96,10 @@
 //
 // A limiter holds every active key in memory, so the key functions that
 // read bytes the client chooses (Header, APIKey, Method) bound their keys:
-// a key longer than 256 bytes is ErrInvalidKey, a 400 with RejectOnError,
-// and never reaches a limiter. MaxKeyLen sets another bound for Header and
-// APIKey. grpclimit's key functions hold to the same bound, with the same
-// option.
+// a key longer than DefaultMaxKeyLen (256 bytes) is ErrInvalidKey, a 400
+// with RejectOnError, and never reaches a limiter. MaxKeyLen sets another
+// bound for Header and APIKey. grpclimit's key functions hold to the same
+// default, and take an option of the same name.
 //
 // # Headers
 //
@@ -108,7 +111,10 @@
 //	Retry-After: 2            (denials only)
 //
 // The item is the policy's name as an sf-string; pk (an sf-binary) is added
-// when Config.PartitionKey is set, qu when Config.QuotaUnit is.
+// when Config.PartitionKey is set, qu when Config.QuotaUnit is. A door of
+// another protocol formats the same items with a PolicyFields per policy
+// (grpclimit sends them as metadata), and Advertise gives a quota's q and
+// w.
 //
 // The quota policy, q units per w seconds, comes from the limiter's Quota
 // (a quota of Limit per Window): w is the window rounded up to whole
@@ -157,20 +163,23 @@
 // # Tiers
 //
 // The headers describe the quota of the rule each key is held to
-// (KeyedLimiter.Quota; for an *atomiclimit.Keyed, read by the decision's
-// own lookup of the key, Keyed.TakeQuota): a key on another tier
-// (SetTierFunc, SetKeyRule) is advertised with its own q and w. For bands, q and w are the tightest
-// band's; to advertise each limit, make each a policy of its own. For
-// limits that differ per route, use Config.Routes with one limiter per
-// route.
+// (KeyedLimiter.Quota, as atomiclimit.Stack reports it in each Outcome;
+// for an *atomiclimit.Keyed, read by the decision's own lookup of the
+// key): a key on another tier (SetTierFunc, SetKeyRule) is advertised with
+// its own q and w. For bands, q and w are the tightest band's; to
+// advertise each limit, make each a policy of its own. For limits that
+// differ per route, use Config.Routes with one limiter per route.
 //
 // # Observability
 //
-// Config.Hook receives allowed, denied and error events per policy (a
-// request admitted by three policies is three Allowed events; one that a
-// policy denies is a Denied event for each violated policy and none for the
-// policies that gave their admission back), and
-// Middleware.ReportEvictions forwards the limiters' eviction counts to it.
+// Config.Hook receives allowed, denied, overloaded and error events per
+// policy, as atomiclimit.Stack.Report reports a request (a request
+// admitted by three policies is three Allowed events; one that a policy
+// denies is a Denied event for each violated policy and none for the
+// policies that gave their admission back; a full limiter's refusal is an
+// Overloaded event; a limiter's outage, and a key or cost that failed, an
+// Error event), and Middleware.ReportEvictions forwards the limiters'
+// eviction counts to it.
 // The Hook interface mentions no HTTP type. The examples/prometheus module
 // exports it with the Prometheus client library, which this module does not
 // depend on.

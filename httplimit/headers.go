@@ -3,10 +3,9 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // A HeaderSet selects the response headers the middleware writes.
@@ -41,25 +40,27 @@ const (
 	hdrXReset     = "X-Ratelimit-Reset"
 )
 
-// retryAfter returns the Retry-After of a denial in seconds, or -1 when the
-// request can never be admitted (see ratefields.RetryAfter).
-func retryAfter(d gcra.Decision) int64 { return ratefields.RetryAfter(d) }
-
 // writeHeaders writes the selected headers for the outcomes of s's
 // policies. ra is the Retry-After in seconds, or < 0 for none. A field an
 // outer middleware already wrote is extended, not replaced: both lists
 // hold their own policies.
 //
 // Without pk, the common values are shared field values built once
-// (ratefields.Values), assigned to the map as they are: the policies'
+// (values), assigned to the map as they are: the policies'
 // RateLimit-Policy, a RateLimit item with 1 ≤ r ≤ 128 or a denial's r = 0,
 // and integers up to 3600. Each is a slice of capacity 1 that nothing
 // writes to: a handler that sets, adds or deletes a header replaces the
 // slice, never its element.
-func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door.Outcome, fs []*ratefields.Fields, key K, n int, ra int64) {
+func (m *Middleware[K]) writeHeaders(h http.Header, s *stack[K], out []atomiclimit.Outcome, key K, n int, ra int64) {
 	set := m.headers
 	if set&HeadersNone != 0 {
 		return
+	}
+	// The field values of each policy's quota, as its outcome found it.
+	var buf [atomiclimit.MaxPolicies]*fields
+	fs := buf[:len(out)]
+	for j := range fs {
+		fs[j] = s.fields[j].of(out[j].Quota)
 	}
 	var pk []byte
 	if m.pk != nil {
@@ -67,23 +68,23 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 	}
 	// How many policies have items, and the most restrictive (fewest
 	// remaining) for the legacy headers.
-	policies, items, least, leastR := door.Count(out, fs, n)
+	policies, items, least, leastR := count(out, fs, n)
 	merge := len(h) > 0 // an outer middleware may have written its own fields
 	if items > 0 && set&HeaderRateLimit != 0 {
 		var v []string
 		if pk == nil {
-			v = door.RateLimitValues(out, fs, n, items)
+			v = rateLimitValues(out, fs, n, items)
 		} else {
-			v = ratefields.One(door.RateLimitValue(out, fs, n, items, pk))
+			v = one(rateLimitValue(out, fs, n, items, pk))
 		}
 		setList(h, hdrRateLimit, v, merge)
 	}
 	if policies > 0 && set&HeaderPolicy != 0 {
 		var v []string
 		if pk == nil {
-			v = s.PolicyValues(fs, policies)
+			v = s.joined.policyValues(fs, policies)
 		} else {
-			v = ratefields.One(s.PolicyValue(fs, policies, pk))
+			v = one(s.joined.policyValue(fs, policies, pk))
 		}
 		setList(h, hdrPolicy, v, merge)
 	}
@@ -96,9 +97,9 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 			keepOuter = err == nil && prev <= leastR
 		}
 		if !keepOuter {
-			h[hdrXLimit] = fs[least].LimitValue
-			h[hdrXRemaining] = ratefields.IntValue(int64(leastR))
-			h[hdrXReset] = ratefields.IntValue(ratefields.CeilSeconds(out[least].D.ResetAfter))
+			h[hdrXLimit] = fs[least].limitValue
+			h[hdrXRemaining] = intValue(int64(leastR))
+			h[hdrXReset] = intValue(ceilSeconds(out[least].Decision.ResetAfter))
 		}
 	}
 	if ra >= 0 && set&HeaderRetryAfter != 0 {
@@ -108,7 +109,7 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 			}
 			delete(h, hdrRetryAfter)
 		}
-		h[hdrRetryAfter] = ratefields.IntValue(ra)
+		h[hdrRetryAfter] = intValue(ra)
 	}
 }
 
@@ -117,8 +118,170 @@ func (m *Middleware[K]) writeHeaders(h http.Header, s *door.Stack[K], out []door
 func setList(h http.Header, name string, v []string, merge bool) {
 	if merge {
 		if old := h[name]; len(old) > 0 && old[0] != "" {
-			v = ratefields.One(old[0] + ", " + v[0]) // an outer middleware's list, then ours
+			v = one(old[0] + ", " + v[0]) // an outer middleware's list, then ours
 		}
 	}
 	h[name] = v
+}
+
+// count returns how many of the policies (fs, parallel to out) are limited
+// and so have a RateLimit-Policy item, how many of those have a RateLimit
+// item (an outcome that describes a state), and the one with the fewest
+// remaining (least, -1 if none, and its r).
+func count(out []atomiclimit.Outcome, fs []*fields, n int) (policies, items, least, leastR int) {
+	least = -1
+	for j, f := range fs {
+		if !f.limited {
+			continue
+		}
+		policies++
+		if r, ok := out[j].Remaining(n); ok {
+			items++
+			if least < 0 || r < leastR {
+				least, leastR = j, r
+			}
+		}
+	}
+	return policies, items, least, leastR
+}
+
+// rateLimitValues is rateLimitValue without pk, as a field value (values):
+// the common item of one policy, with 1 ≤ r ≤ 128 or a denial's r = 0,
+// allocates nothing; any other value is built in one allocation.
+func rateLimitValues(out []atomiclimit.Outcome, fs []*fields, n, items int) []string {
+	if items == 1 {
+		for j, f := range fs {
+			if !f.limited {
+				continue
+			}
+			o := &out[j]
+			if r, ok := o.Remaining(n); ok {
+				return f.values(r, o.Decision.TokenAfter)
+			}
+		}
+	}
+	var buf [256]byte
+	return stringValue(appendRateLimit(buf[:0], out, fs, n, nil))
+}
+
+// rateLimitValue is the RateLimit value: an item `"name";r=R[;t=T][;pk=:…:]`
+// (fields.appendItem) per policy with a state to describe, in the
+// configured order (items as count returns it). The common admission, one
+// item with 1 ≤ r ≤ 128 and no pk, allocates nothing.
+func rateLimitValue(out []atomiclimit.Outcome, fs []*fields, n, items int, pk []byte) string {
+	if items == 1 && pk == nil {
+		for j, f := range fs {
+			if !f.limited {
+				continue
+			}
+			if r, ok := out[j].Remaining(n); ok {
+				if v, ok := f.kept(r); ok {
+					return v // the common admission: no allocation
+				}
+			}
+		}
+	}
+	var buf [256]byte
+	return string(appendRateLimit(buf[:0], out, fs, n, pk))
+}
+
+// appendRateLimit appends the RateLimit value's items.
+func appendRateLimit(b []byte, out []atomiclimit.Outcome, fs []*fields, n int, pk []byte) []byte {
+	for j, f := range fs {
+		if !f.limited {
+			continue
+		}
+		o := &out[j]
+		r, ok := o.Remaining(n)
+		if !ok {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = f.appendItem(b, r, o.Decision.TokenAfter, pk)
+	}
+	return b
+}
+
+// joined keeps the RateLimit-Policy value of the fields last used by a
+// stack: the items of every policy, built once per combination of quotas.
+// Its zero value is ready to use; it is safe for concurrent use.
+type joined struct {
+	last atomic.Pointer[joinedPolicy]
+}
+
+type joinedPolicy struct {
+	fs     [atomiclimit.MaxPolicies]*fields
+	value  string
+	values []string // value as a field value (values)
+}
+
+// policyValue is the RateLimit-Policy value of a stack's policies: every
+// limited policy's item (fs, parallel to the policies), in the configured
+// order (policies as count returns it). Without pk it is built once per
+// combination of quotas and kept.
+func (j *joined) policyValue(fs []*fields, policies int, pk []byte) string {
+	if pk == nil {
+		if policies == 1 {
+			for _, f := range fs {
+				if f.limited {
+					return f.policy
+				}
+			}
+		}
+		if jp := j.last.Load(); jp != nil && jp.matches(fs) {
+			return jp.value
+		}
+	}
+	var b []byte
+	for _, f := range fs {
+		if !f.limited {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.policy...)
+		if pk != nil {
+			b = appendPK(b, pk)
+		}
+	}
+	if pk != nil {
+		return string(b)
+	}
+	jp := &joinedPolicy{value: string(b)}
+	jp.values = one(jp.value)
+	copy(jp.fs[:], fs)
+	j.last.Store(jp)
+	return jp.value
+}
+
+// policyValues is policyValue without pk, as a field value (values), built
+// once per combination of quotas and kept.
+func (j *joined) policyValues(fs []*fields, policies int) []string {
+	if policies == 1 {
+		for _, f := range fs {
+			if f.limited {
+				return f.policyValue
+			}
+		}
+	}
+	if jp := j.last.Load(); jp != nil && jp.matches(fs) {
+		return jp.values
+	}
+	j.policyValue(fs, policies, nil)
+	if jp := j.last.Load(); jp != nil && jp.matches(fs) {
+		return jp.values
+	}
+	return one(j.policyValue(fs, policies, nil)) // another combination raced in
+}
+
+func (jp *joinedPolicy) matches(fs []*fields) bool {
+	for j, f := range fs {
+		if jp.fs[j] != f {
+			return false
+		}
+	}
+	return true
 }

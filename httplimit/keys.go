@@ -4,9 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-
-	"github.com/atomiclimit/atomiclimit/internal/door"
-	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // A KeyFunc returns the key a request is limited under: its partition. An
@@ -39,21 +36,30 @@ type keyConfig struct {
 // client chooses these: without a bound a hundred distinct 1 MB keys would
 // hold 100 MB until they went idle.
 //
-// Without it, the bound is 256 bytes, which holds any API key or token in
-// common use: the same for every key function of both doors that reads
-// the client's bytes (Header, APIKey and Method here; grpclimit's APIKey).
-// Method, which takes no option, holds to that default. n < 1 accepts no
-// key at all.
+// Without it, the bound is DefaultMaxKeyLen, 256 bytes, which holds any
+// API key or token in common use: the same for every key function of both
+// doors that reads the client's bytes (Header, APIKey and Method here;
+// grpclimit's APIKey and FullMethod). Method, which takes no option, holds
+// to that default. n < 1 accepts no key at all.
 func MaxKeyLen(n int) KeyOption { return maxKeyLen(n) }
 
 type maxKeyLen int
 
 func (n maxKeyLen) applyKey(c *keyConfig) { c.maxLen = int(n) }
 
+// DefaultMaxKeyLen is the longest key, in bytes, that the key functions
+// of both doors accept from the client (a header, an API key, a method;
+// grpclimit's metadata and method names) unless their MaxKeyLen option
+// says otherwise: one bound for every key a client chooses. A limiter
+// keeps every active key in memory, so without a bound a hundred distinct
+// 1 MB keys would hold 100 MB until they went idle. 256 bytes holds any
+// API key or token in common use.
+const DefaultMaxKeyLen = 256
+
 // keyConfigOf returns the configuration opts make of the default (a nil
 // option changes nothing).
 func keyConfigOf(opts []KeyOption) keyConfig {
-	c := keyConfig{maxLen: door.DefaultMaxKeyLen}
+	c := keyConfig{maxLen: DefaultMaxKeyLen}
 	for _, o := range opts {
 		if o != nil {
 			o.applyKey(&c)
@@ -100,7 +106,7 @@ func APIKey(header string, valid func(key string) bool, opts ...KeyOption) KeyFu
 	auth := canon == "Authorization"
 	limit := keyConfigOf(opts).maxLen
 	return func(r *http.Request) (string, error) {
-		k, bare := httpsyntax.APIKey(r.Header[canon], auth)
+		k, bare := apiKey(r.Header[canon], auth)
 		switch {
 		case k == "", bare && strings.EqualFold(k, "Bearer"): // none, or the scheme without a token
 			return "", ErrNoKey
@@ -154,7 +160,7 @@ func Method(r *http.Request) (string, error) {
 	switch {
 	case r.Method == "":
 		return http.MethodGet, nil
-	case len(r.Method) > door.DefaultMaxKeyLen:
+	case len(r.Method) > DefaultMaxKeyLen:
 		return "", ErrInvalidKey
 	}
 	return r.Method, nil

@@ -10,11 +10,11 @@ import (
 
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/internal/door"
 )
 
-// ErrConfig is returned by New for an invalid Config, and by ClientIP for
-// invalid IPOptions.
+// ErrConfig is returned by New for an invalid Config, by ClientIP and
+// NewIPResolver for invalid IPOptions, and by NewPolicyFields for a name
+// or unit that is not printable ASCII.
 var ErrConfig = errors.New("httplimit: invalid config")
 
 // ErrCost is the error a request fails with when Config.Cost returns a
@@ -136,9 +136,8 @@ type Middleware[K comparable] struct {
 	pk      func(K) []byte
 	deny    DenyFunc // nil: DefaultDeny, with its bodies kept (stack.problems)
 	onError ErrorHandler
-	hook    *atomiclimit.Hook // filled (door.FillHook), or nil
-	set     door.Set[K]       // every policy once: Policies, then the routes' (for ReportEvictions)
-	errs    door.ErrorSink    // hook, or nil: what the policies' limiters' errors go to
+	hook    *atomiclimit.Hook // nil: none
+	pols    policies[K]       // every policy once: Policies, then the routes' (for ReportEvictions)
 }
 
 // New validates c and returns the middleware it describes.
@@ -149,7 +148,7 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	if c.Headers&^(DefaultHeaders|HeaderLegacy|HeadersNone) != 0 {
 		return nil, fmt.Errorf("%w: unknown header bits %#x", ErrConfig, uint8(c.Headers))
 	}
-	if err := door.CheckString("QuotaUnit", c.QuotaUnit); err != nil {
+	if err := checkString("QuotaUnit", c.QuotaUnit); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if len(c.Policies) == 0 && len(c.Routes) == 0 {
@@ -157,22 +156,24 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 	}
 	m := &Middleware[K]{
 		key: c.Key, mux: c.Mux, cost: c.Cost, exclude: c.Exclude, dryRun: c.DryRun,
-		headers: c.Headers, pk: c.PartitionKey, deny: c.Deny, onError: c.OnError,
+		headers: c.Headers, pk: c.PartitionKey, deny: c.Deny, onError: c.OnError, hook: c.Hook,
 	}
-	m.hook, m.errs = door.FillHook(c.Hook)
-	m.set.Unit = c.QuotaUnit
+	m.pols.unit = c.QuotaUnit
 	if m.headers == 0 {
 		m.headers = DefaultHeaders
 	}
 	if m.onError == nil {
 		m.onError = RejectOnError
 	}
-	problems := map[*door.Policy[K]]*problemCache{} // one per policy, shared by its stacks
-	def, err := door.AddStack(&m.set, "Policies", c.Policies)
+	def, err := m.pols.addList("Policies", c.Policies)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	m.def = newStack(def, problems)
+	if len(def) > 0 {
+		if m.def, err = newStack("Policies", def); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	if len(c.Routes) > 0 {
 		if c.Mux == nil {
 			// Without the mux, a middleware that wraps it sees every request
@@ -183,15 +184,13 @@ func New[K comparable](c Config[K]) (*Middleware[K], error) {
 		m.routes = make(map[string]*stack[K], len(c.Routes))
 		for _, pattern := range slices.Sorted(maps.Keys(c.Routes)) {
 			what := "route " + strconv.Quote(pattern)
-			pol, err := m.set.Add(what, door.Spec[K](c.Routes[pattern]))
+			pol, err := m.pols.add(what, c.Routes[pattern])
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 			}
-			st, err := def.With(pol)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w (%s)", ErrConfig, err, what)
+			if m.routes[pattern], err = newStack(what, append(slices.Clip(def), pol)); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 			}
-			m.routes[pattern] = newStack(st, problems)
 		}
 	}
 	return m, nil
@@ -219,8 +218,8 @@ func (m *Middleware[K]) stackFor(r *http.Request) *stack[K] {
 // failed), under the first policy r would have met, and hands r to the
 // ErrorHandler.
 func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.Handler, s *stack[K], err error) {
-	if m.hook != nil {
-		m.hook.Error(s.Policies[0].Name, err)
+	if m.hook != nil && m.hook.Error != nil {
+		m.hook.Error(s.Policy(0).Name, err)
 	}
 	m.onError(w, r, next, err)
 }
@@ -232,4 +231,4 @@ func (m *Middleware[K]) fail(w http.ResponseWriter, r *http.Request, next http.H
 // periodically or before a metrics scrape; the limiters do not report
 // evictions as they happen. A limiter shared by several policies reports
 // its evictions under each of them. Without a hook it does nothing.
-func (m *Middleware[K]) ReportEvictions() { m.set.ReportEvictions(m.hook) }
+func (m *Middleware[K]) ReportEvictions() { m.pols.reportEvictions(m.hook) }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/internal/ratefields"
 )
 
 // QuotaExceededType is the problem type of DefaultDeny's body: the
@@ -94,7 +93,7 @@ const problemSlots = 16
 type problem struct {
 	ra     int64
 	body   []byte   // never written after it is kept
-	length []string // a field value (ratefields.Values)
+	length []string // a field value (values)
 }
 
 // get returns the body of a 429 for the policy alone with Retry-After ra
@@ -105,7 +104,7 @@ func (c *problemCache) get(ra int64) *problem {
 		return p
 	}
 	body := appendQuotaExceeded(nil, c.names, ra, http.StatusTooManyRequests)
-	p := &problem{ra: ra, body: body, length: ratefields.One(strconv.Itoa(len(body)))}
+	p := &problem{ra: ra, body: body, length: one(strconv.Itoa(len(body)))}
 	slot.Store(p)
 	return p
 }
@@ -148,17 +147,17 @@ func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err
 	next.ServeHTTP(w, r)
 }
 
-// The constant header values of a problem, shared (see ratefields.Values).
+// The constant header values of a problem, shared (see values).
 var (
-	problemType = ratefields.One("application/problem+json")
-	nosniff     = ratefields.One("nosniff")
+	problemType = one("application/problem+json")
+	nosniff     = one("nosniff")
 )
 
 // writeProblem writes a problem response; length is len(body) as a field
 // value, or nil to format it.
 func writeProblem(w http.ResponseWriter, status int, body []byte, length []string) {
 	if length == nil {
-		length = ratefields.One(strconv.Itoa(len(body)))
+		length = one(strconv.Itoa(len(body)))
 	}
 	h := w.Header()
 	h["Content-Type"] = problemType
@@ -171,4 +170,4 @@ func writeProblem(w http.ResponseWriter, status int, body []byte, length []strin
 // appendJSONString appends s, printable ASCII (policy names are checked),
 // as a JSON string. For printable ASCII, JSON and Structured Fields quote
 // alike: a '"' and a '\\' are escaped with a backslash, nothing else.
-func appendJSONString(b []byte, s string) []byte { return ratefields.AppendString(b, s) }
+func appendJSONString(b []byte, s string) []byte { return appendString(b, s) }

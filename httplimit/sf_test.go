@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
 )
 
 // A strict parser for RFC 9651 (Structured Field Values) Lists, following
@@ -244,7 +242,7 @@ func (p *sfParser) str() (any, error) {
 
 func (p *sfParser) token() sfToken {
 	i := 1
-	for i < len(p.s) && (httpsyntax.IsToken(p.s[i:i+1]) || p.s[i] == ':' || p.s[i] == '/') {
+	for i < len(p.s) && (isToken(p.s[i:i+1]) || p.s[i] == ':' || p.s[i] == '/') {
 		i++
 	}
 	t := sfToken(p.s[:i])

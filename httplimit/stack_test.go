@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -371,5 +373,128 @@ func TestStackedAllowPathAllocs(t *testing.T) {
 		if w.status != 200 || n != tc.want {
 			t.Errorf("headers %#x: %d, %v allocs per request, want %v", uint8(tc.set), w.status, n, tc.want)
 		}
+	}
+}
+
+// The policies a user configured, validated: a lone unnamed policy is
+// "default", every policy gets the unit, and the errors name the policy
+// (New wraps them in ErrConfig).
+func TestPoliciesAdd(t *testing.T) {
+	g := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
+	ps := policies[string]{unit: "requests"}
+	pols, err := ps.addList("Policies", []Policy[string]{{Limiter: g}})
+	if err != nil || len(pols) != 1 || pols[0].Name != "default" || pols[0].problems.names[0] != "default" {
+		t.Fatalf("lone policy: %v %+v", err, pols)
+	}
+	if p := pols[0].fields.Policy(g.Quota("k")); p != `"default";q=1;w=60;qu="requests"` {
+		t.Errorf("fields %q", p)
+	}
+	if pols, err := ps.addList("Routes", nil); pols != nil || err != nil {
+		t.Errorf("no policies: %v %v", pols, err)
+	}
+	for _, tc := range []struct {
+		ps   []Policy[string]
+		want string
+	}{
+		{[]Policy[string]{{Name: "a", Limiter: g}, {Limiter: g}}, "Policies[1] has no name"},
+		{[]Policy[string]{{Name: "a"}}, "Policies[0] has no Limiter"},
+		{[]Policy[string]{{Name: "é", Limiter: g}}, `Policies[0] name "é": only printable ASCII can be a structured-field string`},
+	} {
+		if _, err := ps.addList("Policies", tc.ps); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: %v, want %s", tc.ps, err, tc.want)
+		}
+	}
+	two, _ := ps.addList("Policies", []Policy[string]{{Name: "a", Limiter: g}, {Name: "a", Limiter: g}})
+	if _, err := newStack("Policies", two); !errors.Is(err, atomiclimit.ErrStack) || !strings.HasSuffix(err.Error(), `two policies named "a" for the same requests (Policies)`) {
+		t.Errorf("two named a: %v", err)
+	}
+	if err := checkString("QuotaUnit", "bytes\n"); err == nil || !strings.HasPrefix(err.Error(), `QuotaUnit "bytes\n"`) {
+		t.Errorf("checkString: %v", err)
+	}
+}
+
+// A route's stack is the door's policies and then the route's own, each
+// route its own list; the door's stack is left as it was, and a policy
+// keeps its fields and bodies whatever stacks it is in.
+func TestRouteStacks(t *testing.T) {
+	g := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
+	mux := http.NewServeMux()
+	m := mustNew(t, Config[string]{Key: Header("X"), Mux: mux,
+		Policies: []Policy[string]{{Name: "a", Limiter: g}, {Name: "b", Limiter: g}},
+		Routes:   map[string]Policy[string]{"/r1": {Name: "r1", Limiter: g}, "/r2": {Name: "r2", Limiter: g}},
+	})
+	s1, s2 := m.routes["/r1"], m.routes["/r2"]
+	if m.def.Len() != 2 || s1.Len() != 3 || s2.Len() != 3 || s1.Policy(2).Name != "r1" || s2.Policy(2).Name != "r2" {
+		t.Fatalf("stacks: %d, %d, %d policies", m.def.Len(), s1.Len(), s2.Len())
+	}
+	for j := range 2 {
+		if s1.fields[j] != m.def.fields[j] || s2.problems[j] != m.def.problems[j] {
+			t.Errorf("policy %d: its fields or bodies differ between stacks", j)
+		}
+	}
+	only := mustNew(t, Config[string]{Key: Header("X"), Mux: mux, Routes: map[string]Policy[string]{"/r": {Name: "r", Limiter: g}}})
+	if only.def != nil || only.routes["/r"].Len() != 1 {
+		t.Errorf("routes alone: %v %v", only.def, only.routes["/r"])
+	}
+}
+
+// evicting is a limiter whose evictions a test sets.
+type evicting struct {
+	*atomiclimit.Keyed[string]
+	n atomic.Uint64
+}
+
+func (e *evicting) Stats() atomiclimit.Stats { return atomiclimit.Stats{Evicted: e.n.Load()} }
+
+// plainLimiter hides Keyed's Stats.
+type plainLimiter struct{ k *atomiclimit.Keyed[string] }
+
+func (p plainLimiter) Take(ctx context.Context, key string, n int) (gcra.Decision, atomiclimit.Receipt, error) {
+	return p.k.Take(ctx, key, n)
+}
+func (p plainLimiter) Peek(ctx context.Context, key string, n int) (gcra.Decision, error) {
+	return p.k.Peek(ctx, key, n)
+}
+func (p plainLimiter) Refund(ctx context.Context, key string, n int, r atomiclimit.Receipt) (bool, error) {
+	return p.k.Refund(ctx, key, n, r)
+}
+func (p plainLimiter) Quota(key string) atomiclimit.Quota { return p.k.Quota(key) }
+
+// ReportEvictions reports every eviction exactly once, however many
+// goroutines call it while evictions go on; a limiter without Stats, a nil
+// hook and a hook without Evicted report nothing.
+func TestReportEvictionsConcurrent(t *testing.T) {
+	ev := &evicting{Keyed: newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)}
+	var reported atomic.Int64
+	var mu sync.Mutex
+	names := map[string]int{}
+	h := &atomiclimit.Hook{Evicted: func(p string, n int) {
+		reported.Add(int64(n))
+		mu.Lock()
+		names[p]++
+		mu.Unlock()
+	}}
+	m := mustNew(t, Config[string]{Key: Header("X"), Hook: h,
+		Policies: []Policy[string]{{Name: "ev", Limiter: ev}, {Name: "plain", Limiter: plainLimiter{ev.Keyed}}}})
+	m.pols.reportEvictions(nil)                 // no hook: nothing, no panic
+	m.pols.reportEvictions(&atomiclimit.Hook{}) // no Evicted: nothing, no panic
+	const workers, rounds = 4, 500
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if w == 0 {
+					ev.n.Add(3)
+				}
+				m.ReportEvictions()
+			}
+		}()
+	}
+	wg.Wait()
+	m.ReportEvictions()
+	if got, want := reported.Load(), int64(3*rounds); got != want || names["plain"] != 0 {
+		t.Errorf("reported %d evictions, want %d; by policy %v", got, want, names)
 	}
 }

@@ -1,162 +1,36 @@
-// Package clientip finds a request's client address behind trusted
-// proxies, for every door: httplimit reads the forwarding header of an HTTP
-// request, grpclimit the same field in a call's metadata. It knows nothing
-// of either protocol: a door gives it the peer's address and the field's
-// lines (one per header line, or per metadata value).
-//
-// Only when the peer is a trusted proxy are the lines read at all. A list
-// (X-Forwarded-For, Forwarded) is read from the right, skipping trusted
-// hops: the first untrusted entry is the client. Entries to its left were
-// written by the client or by proxies we do not trust and are never looked
-// at, so spoofed entries change nothing. An entry that is not an address
-// ("unknown", an obfuscated identifier, garbage) ends the walk at the
-// trusted hop that forwarded it. X-Real-IP is one address, which the
-// trusted proxy sets: it is the client.
+package httplimit
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// This file finds a request's client address behind trusted proxies
+// (ClientIP, IPResolver). Only when the peer is a trusted proxy are the
+// forwarding field's lines read at all. A list (X-Forwarded-For,
+// Forwarded) is read from the right, skipping trusted hops: the first
+// untrusted entry is the client. Entries to its left were written by the
+// client or by proxies we do not trust and are never looked at, so spoofed
+// entries change nothing. An entry that is not an address ("unknown", an
+// obfuscated identifier, garbage) ends the walk at the trusted hop that
+// forwarded it. X-Real-IP is one address, which the trusted proxy sets: it
+// is the client.
 //
 // Both lists take an address in the same forms (splitAddr): IPv4 or IPv6
 // alone, IPv4 with a port, IPv6 in brackets with or without a port; a
 // Forwarded node quotes them, as RFC 7239 requires of IPv6.
-package clientip
 
-import (
-	"fmt"
-	"net/netip"
-	"strings"
-
-	"github.com/atomiclimit/atomiclimit/internal/httpsyntax"
-)
-
-// A Field names the forwarding field a trusted proxy sets: an HTTP header,
-// or the same field in gRPC metadata (its name lower-cased). The doors'
-// ProxyHeader constants have these values.
-type Field uint8
-
-const (
-	// XForwardedFor is a comma-separated list of addresses, each proxy
-	// appending the address it received the request from.
-	XForwardedFor Field = iota
-	// Forwarded is RFC 7239's list of elements, whose for= parameter is the
-	// address the appending proxy received the request from.
-	Forwarded
-	// XRealIP is one address, the client's, set by the proxy (replacing
-	// any the client sent).
-	XRealIP
-)
-
-var (
-	fieldNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
-	fieldKeys  = [...]string{XForwardedFor: "x-forwarded-for", Forwarded: "forwarded", XRealIP: "x-real-ip"}
-)
-
-// Valid reports whether f is a known field.
-func (f Field) Valid() bool { return int(f) < len(fieldNames) }
-
-// String returns the field's name as its specification spells it
-// ("X-Real-IP"; an HTTP header map wants it canonicalized,
-// http.CanonicalHeaderKey), or for an unknown field "ProxyHeader(N)", the
-// doors' name for the type.
-func (f Field) String() string {
-	if f.Valid() {
-		return fieldNames[f]
-	}
-	return fmt.Sprintf("ProxyHeader(%d)", uint8(f))
-}
-
-// Key returns the field's gRPC metadata key: its name lower-cased
-// ("x-real-ip"), or for an unknown field what String does.
-func (f Field) Key() string {
-	if f.Valid() {
-		return fieldKeys[f]
-	}
-	return f.String()
-}
-
-// Options configures a Resolver. Bits are the prefix lengths clients are
-// grouped by (0: 32 for IPv4, 64 for IPv6).
-type Options struct {
-	Trusted      []netip.Prefix // the trusted proxies' networks
-	Field        Field          // what the lines are
-	Bits4, Bits6 int
-	TrustUnix    bool // a unix-socket peer is a trusted proxy
-}
-
-// NewFor returns the Resolver of a door's options: each door declares its
-// own IPOptions, documented for its users, with this underlying struct, H
-// being its ProxyHeader, whose values are the Fields.
-func NewFor[H ~uint8, O ~struct {
-	TrustedProxies  []netip.Prefix
-	Header          H
-	IPv6Bits        int
-	IPv4Bits        int
-	TrustUnixSocket bool
-}](o O) (*Resolver, error) {
-	d := doorOptions[H](o)
-	return New(Options{Trusted: d.TrustedProxies, Field: Field(d.Header), Bits4: d.IPv4Bits, Bits6: d.IPv6Bits, TrustUnix: d.TrustUnixSocket})
-}
-
-// doorOptions is the underlying struct of a door's IPOptions.
-type doorOptions[H ~uint8] struct {
-	TrustedProxies  []netip.Prefix
-	Header          H
-	IPv6Bits        int
-	IPv4Bits        int
-	TrustUnixSocket bool
-}
-
-// A Resolver finds the client of a request from its peer and the
-// forwarding lines the peer sent. It never changes after New, and is safe
-// for concurrent use; it allocates nothing.
-type Resolver struct {
-	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
-	unixTrusted  bool
-	field        Field
-	bits4, bits6 int
-}
-
-// New validates o and returns its Resolver. The error describes the
-// invalid option, without a package prefix: the door wraps it in its own
-// sentinel.
-func New(o Options) (*Resolver, error) {
-	if !o.Field.Valid() {
-		return nil, fmt.Errorf("unknown proxy header %v", o.Field)
-	}
-	r := &Resolver{bits4: o.Bits4, bits6: o.Bits6, unixTrusted: o.TrustUnix, field: o.Field}
-	if r.bits4 == 0 {
-		r.bits4 = 32
-	}
-	if r.bits6 == 0 {
-		r.bits6 = 64
-	}
-	if r.bits4 < 1 || r.bits4 > 32 {
-		return nil, fmt.Errorf("IPv4Bits %d (1 to 32)", o.Bits4)
-	}
-	if r.bits6 < 1 || r.bits6 > 128 {
-		return nil, fmt.Errorf("IPv6Bits %d (1 to 128)", o.Bits6)
-	}
-	for _, p := range o.Trusted {
-		if !p.IsValid() {
-			return nil, fmt.Errorf("invalid trusted proxy prefix %v", p)
-		}
-		a, bits := p.Addr(), p.Bits()
-		if a.Is4In6() && bits >= 96 {
-			a, bits = a.Unmap(), bits-96
-		}
-		r.trusted = append(r.trusted, netip.PrefixFrom(a.WithZone(""), bits).Masked())
-	}
-	return r, nil
-}
-
-// Trusts reports whether the peer is a trusted proxy, whose forwarding
+// trusts reports whether the peer is a trusted proxy, whose forwarding
 // lines are to be read: a TCP peer (peer, normalized) in a trusted
-// network, or a unix-socket peer (unix) when TrustUnix is set.
-func (r *Resolver) Trusts(peer netip.Addr, unix bool) bool {
+// network, or a unix-socket peer (unix) when TrustUnixSocket is set.
+func (r *IPResolver) trusts(peer netip.Addr, unix bool) bool {
 	if unix {
 		return r.unixTrusted
 	}
 	return r.isTrusted(peer)
 }
 
-func (r *Resolver) isTrusted(a netip.Addr) bool {
+func (r *IPResolver) isTrusted(a netip.Addr) bool {
 	for _, p := range r.trusted {
 		if p.Contains(a) {
 			return true
@@ -165,38 +39,38 @@ func (r *Resolver) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-// Key returns the key of a request whose peer is peer (normalized; the
+// key returns the key of a request whose peer is peer (normalized; the
 // unspecified address for a unix-socket peer, unix) and whose forwarding
 // field has the lines that lines returns: it is called only if the peer is
 // trusted, so that a door reads the field of no other request (and gRPC
-// copies no metadata for it). Key allocates nothing but what lines does.
-func (r *Resolver) Key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
-	if !r.Trusts(peer, unix) {
-		return Mask(peer, r.bits4, r.bits6)
+// copies no metadata for it). key allocates nothing but what lines does.
+func (r *IPResolver) key(peer netip.Addr, unix bool, lines func() []string) netip.Prefix {
+	if !r.trusts(peer, unix) {
+		return mask(peer, r.bits4, r.bits6)
 	}
-	return r.Client(peer, true, lines())
+	return r.walked(peer, true, lines())
 }
 
-// Client returns the key of a request whose peer is peer (the unspecified
+// walked returns the key of a request whose peer is peer (the unspecified
 // address for a unix-socket peer) and whose forwarding lines are lines:
 // the client, masked to its prefix. lines is read only if the peer is
-// trusted (trusted = Trusts(peer, unix)), so a door passes nil otherwise.
-func (r *Resolver) Client(peer netip.Addr, trusted bool, lines []string) netip.Prefix {
+// trusted (trusted = trusts(peer, unix)), so a caller passes nil otherwise.
+func (r *IPResolver) walked(peer netip.Addr, trusted bool, lines []string) netip.Prefix {
 	client := peer
 	if trusted {
 		client = r.walk(lines, peer)
 	}
-	return Mask(client, r.bits4, r.bits6)
+	return mask(client, r.bits4, r.bits6)
 }
 
 // walk returns the client address that the lines, forwarded to us by the
 // trusted peer, name: the rightmost untrusted entry of a list, or the one
 // address of X-Real-IP. Requires that peer is trusted.
-func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
-	if r.field == XRealIP {
+func (r *IPResolver) walk(lines []string, peer netip.Addr) netip.Addr {
+	if r.header == XRealIP {
 		return realIP(lines, peer)
 	}
-	forwarded := r.field == Forwarded
+	forwarded := r.header == Forwarded
 	last := peer // the nearest hop we can vouch for
 	for i := len(lines) - 1; i >= 0; i-- {
 		s := lines[i]
@@ -211,7 +85,7 @@ func (r *Resolver) walk(lines []string, peer netip.Addr) netip.Addr {
 			if !ok {
 				return last
 			}
-			entry = httpsyntax.TrimOWS(entry)
+			entry = trimOWS(entry)
 			if entry == "" {
 				continue // empty list elements are allowed (RFC 9110, 5.6.1)
 			}
@@ -243,25 +117,25 @@ func realIP(lines []string, peer netip.Addr) netip.Addr {
 	if len(lines) != 1 {
 		return peer
 	}
-	if a, ok := parseXFFEntry(httpsyntax.TrimOWS(lines[0])); ok {
+	if a, ok := parseXFFEntry(trimOWS(lines[0])); ok {
 		return a
 	}
 	return peer
 }
 
-// ParsePeer parses a peer address ("ip:port", "[ip6]:port" or a bare
+// parsePeer parses a peer address ("ip:port", "[ip6]:port" or a bare
 // address), normalized. The common peer, "a.b.c.d:port", takes a path of
 // its own (parsePeer4) that netip.ParseAddrPort would take three calls
 // and a second scan for.
-func ParsePeer(s string) (netip.Addr, bool) {
+func parsePeer(s string) (netip.Addr, bool) {
 	if a, ok := parsePeer4(s); ok {
 		return a, true
 	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return Normalize(ap.Addr()), true
+		return normalize(ap.Addr()), true
 	}
 	if a, err := netip.ParseAddr(s); err == nil {
-		return Normalize(a), true
+		return normalize(a), true
 	}
 	return netip.Addr{}, false
 }
@@ -269,8 +143,8 @@ func ParsePeer(s string) (netip.Addr, bool) {
 // parsePeer4 parses "a.b.c.d:port" exactly as netip.ParseAddrPort does:
 // four decimal fields of 0 to 255 without leading zeros, and a port of
 // decimal digits up to 65535 (leading zeros allowed, as strconv.ParseUint
-// takes them). It returns false for anything else, which ParsePeer then
-// parses the general way (FuzzParsePeer4 holds the two to each other).
+// takes them). It returns false for anything else, which parsePeer then
+// parses the general way (FuzzparsePeer4 holds the two to each other).
 func parsePeer4(s string) (netip.Addr, bool) {
 	var ip [4]byte
 	i := 0
@@ -307,18 +181,18 @@ func parsePeer4(s string) (netip.Addr, bool) {
 	return netip.AddrFrom4(ip), true
 }
 
-// IsUnixPeer reports whether a peer address names a unix-socket peer: "@"
+// isUnixPeer reports whether a peer address names a unix-socket peer: "@"
 // (an unnamed or abstract socket), empty, or a path.
-func IsUnixPeer(s string) bool { return s == "" || s[0] == '@' || s[0] == '/' }
+func isUnixPeer(s string) bool { return s == "" || s[0] == '@' || s[0] == '/' }
 
-// Normalize unmaps IPv4-mapped IPv6 addresses (::ffff:192.0.2.1 is the IPv4
+// normalize unmaps IPv4-mapped IPv6 addresses (::ffff:192.0.2.1 is the IPv4
 // client 192.0.2.1, on a dual-stack listener) and drops zones, so that one
 // client has one key.
-func Normalize(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
+func normalize(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
-// Mask returns a's prefix of bits4 (IPv4) or bits6 (IPv6) bits, which must
+// mask returns a's prefix of bits4 (IPv4) or bits6 (IPv6) bits, which must
 // be valid lengths.
-func Mask(a netip.Addr, bits4, bits6 int) netip.Prefix {
+func mask(a netip.Addr, bits4, bits6 int) netip.Prefix {
 	bits := bits6
 	if a.Is4() {
 		bits = bits4
@@ -391,7 +265,7 @@ func splitAddr(s string) (a netip.Addr, port string, ok bool) {
 		if err != nil || !a.Is6() || port == "" && a.Zone() != "" {
 			return netip.Addr{}, "", false
 		}
-		return Normalize(a), port, true
+		return normalize(a), port, true
 	}
 	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
 		a, err := netip.ParseAddr(s[:i])
@@ -404,7 +278,7 @@ func splitAddr(s string) (a netip.Addr, port string, ok bool) {
 	if err != nil {
 		return netip.Addr{}, "", false
 	}
-	return Normalize(a), "", true
+	return normalize(a), "", true
 }
 
 // cutLastPlain splits s at its last sep: s = rest + sep + elem. No quoting.
@@ -467,12 +341,12 @@ func forwardedFor(elem string) (netip.Addr, bool) {
 		if !ok {
 			return netip.Addr{}, false
 		}
-		pair = httpsyntax.TrimOWS(pair)
+		pair = trimOWS(pair)
 		if pair == "" {
 			continue
 		}
 		name, value, ok := strings.Cut(pair, "=")
-		if !ok || !httpsyntax.IsToken(name) {
+		if !ok || !isToken(name) {
 			return netip.Addr{}, false
 		}
 		if !strings.EqualFold(name, "for") {
@@ -491,7 +365,7 @@ func forwardedFor(elem string) (netip.Addr, bool) {
 			if err != nil || !a.Is6() || a.Zone() != "" {
 				return netip.Addr{}, false
 			}
-			bare = Normalize(a)
+			bare = normalize(a)
 		}
 	}
 	if !found {
@@ -510,7 +384,7 @@ func unquote(v string) (string, bool) {
 		v = v[1 : len(v)-1]
 		return v, !strings.ContainsAny(v, "\\\"")
 	}
-	return v, httpsyntax.IsToken(v)
+	return v, isToken(v)
 }
 
 // parseNode parses an RFC 7239 node, unquoted: an address in any form an

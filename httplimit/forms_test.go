@@ -1,40 +1,35 @@
-// Package iptest holds, for the tests of package clientip and of every
-// door, the forms an address takes in a forwarding field and the key each
-// form gives: X-Forwarded-For, Forwarded and X-Real-IP read every form
-// alike.
-package iptest
+package httplimit
+
+// This file holds, for the tests of the client address, the forms an
+// address takes in a forwarding field and the key each form gives:
+// X-Forwarded-For, Forwarded and X-Real-IP read every form alike.
+// (grpclimit's tests hold a copy, for its metadata.)
 
 import "net/netip"
 
-// Trusted is the network of the trusted proxies, and Peer ("10.0.0.1") a
-// proxy in it that sends the cases. PeerKey is Peer's key: the key of a
-// case whose address is malformed.
-var Trusted = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+// caseTrusted is the network of the trusted proxies, and casePeer
+// ("10.0.0.1") a proxy in it that sends the cases. casePeerKey is
+// casePeer's key: the key of a case whose address is malformed.
+var caseTrusted = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 
 const (
-	Peer    = "10.0.0.1"
-	PeerKey = "10.0.0.1/32"
+	casePeer    = "10.0.0.1"
+	casePeerKey = "10.0.0.1/32"
 )
 
-// The fields, as clientip.Field.Name spells them.
-const (
-	XForwardedFor = "X-Forwarded-For"
-	Forwarded     = "Forwarded"
-	XRealIP       = "X-Real-IP"
-)
-
-// A Case is what a trusted proxy sends in one field, and the key it gives.
-type Case struct {
-	Name  string
-	Field string   // XForwardedFor, Forwarded or XRealIP
-	Lines []string // the field's lines (header lines, metadata values)
-	Key   string   // the client's prefix
+// A fieldCase is what a trusted proxy sends in one field, and the key it
+// gives.
+type fieldCase struct {
+	Name   string
+	Header ProxyHeader
+	Lines  []string // the field's lines (header lines, metadata values)
+	Key    string   // the client's prefix
 }
 
 // forms are the forms of an address; key "" for a malformed one.
 // unquoted: Forwarded takes it unquoted too (for=2001:db8::1, as a naive
 // for=$remote_addr writes it): a bare IPv6 address without a zone.
-var forms = []struct {
+var addrForms = []struct {
 	name, addr, key string
 	unquoted        bool
 }{
@@ -66,36 +61,36 @@ var forms = []struct {
 	{"unknown", "unknown", "", false},
 }
 
-// Cases returns every form in every field: as it is in X-Forwarded-For and
+// fieldCases returns every form in every field: as it is in X-Forwarded-For and
 // X-Real-IP, quoted in Forwarded (for="…", as RFC 7239 requires of IPv6),
 // and unquoted there too where a bare IPv6 address is accepted. Then the
 // cases of X-Real-IP's own rule: one line holding one address, or the key
 // is the peer's.
-func Cases() []Case {
-	var cs []Case
-	for _, f := range forms {
+func fieldCases() []fieldCase {
+	var cs []fieldCase
+	for _, f := range addrForms {
 		key := f.key
 		if key == "" {
-			key = PeerKey
+			key = casePeerKey
 		}
 		cs = append(cs,
-			Case{f.name, XForwardedFor, []string{f.addr}, key},
-			Case{f.name, XRealIP, []string{f.addr}, key},
-			Case{f.name + ", quoted", Forwarded, []string{`for="` + f.addr + `"`}, key})
+			fieldCase{f.name, XForwardedFor, []string{f.addr}, key},
+			fieldCase{f.name, XRealIP, []string{f.addr}, key},
+			fieldCase{f.name + ", quoted", Forwarded, []string{`for="` + f.addr + `"`}, key})
 		if f.unquoted {
-			cs = append(cs, Case{f.name + ", unquoted", Forwarded, []string{"for=" + f.addr}, key})
+			cs = append(cs, fieldCase{f.name + ", unquoted", Forwarded, []string{"for=" + f.addr}, key})
 		}
 	}
 	return append(cs,
 		// RFC 7239 wants an IPv6 node quoted; a bare one is taken unquoted
 		// only without a zone.
-		Case{"zone, unquoted", Forwarded, []string{"for=fe80::1%eth0"}, PeerKey},
-		Case{"surrounding whitespace", XRealIP, []string{" 203.0.113.9 "}, "203.0.113.9/32"},
-		Case{"a trusted address is the client", XRealIP, []string{"10.9.9.9"}, "10.9.9.9/32"},
-		Case{"no line: the peer", XRealIP, nil, PeerKey},
-		Case{"empty", XRealIP, []string{""}, PeerKey},
-		Case{"two lines: the peer", XRealIP, []string{"198.51.100.1", "203.0.113.9"}, PeerKey},
-		Case{"a list: the peer", XRealIP, []string{"198.51.100.1, 203.0.113.9"}, PeerKey},
-		Case{"the same list in X-Forwarded-For", XForwardedFor, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
+		fieldCase{"zone, unquoted", Forwarded, []string{"for=fe80::1%eth0"}, casePeerKey},
+		fieldCase{"surrounding whitespace", XRealIP, []string{" 203.0.113.9 "}, "203.0.113.9/32"},
+		fieldCase{"a trusted address is the client", XRealIP, []string{"10.9.9.9"}, "10.9.9.9/32"},
+		fieldCase{"no line: the peer", XRealIP, nil, casePeerKey},
+		fieldCase{"empty", XRealIP, []string{""}, casePeerKey},
+		fieldCase{"two lines: the peer", XRealIP, []string{"198.51.100.1", "203.0.113.9"}, casePeerKey},
+		fieldCase{"a list: the peer", XRealIP, []string{"198.51.100.1, 203.0.113.9"}, casePeerKey},
+		fieldCase{"the same list in X-Forwarded-For", XForwardedFor, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
 	)
 }

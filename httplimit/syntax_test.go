@@ -1,18 +1,18 @@
-package httpsyntax
+package httplimit
 
 import "testing"
 
-func TestIsToken(t *testing.T) {
+func TestToken(t *testing.T) {
 	for s, want := range map[string]bool{
 		"Bearer": true, "for": true, "x-api_key.1~": true, "!#$%&'*+-.^_`|~": true,
 		"": false, "a b": false, "a=b": false, `"q"`: false, "a,b": false, "é": false, "[": false,
 	} {
-		if IsToken(s) != want {
-			t.Errorf("IsToken(%q) = %v, want %v", s, !want, want)
+		if isToken(s) != want {
+			t.Errorf("isToken(%q) = %v, want %v", s, !want, want)
 		}
 	}
-	if got := TrimOWS(" \t k \t"); got != "k" {
-		t.Errorf("TrimOWS: %q", got)
+	if got := trimOWS(" \t k \t"); got != "k" {
+		t.Errorf("trimOWS: %q", got)
 	}
 }
 
@@ -36,7 +36,7 @@ func TestCredentials(t *testing.T) {
 	}
 }
 
-func TestAPIKey(t *testing.T) {
+func TestAPIKeySyntax(t *testing.T) {
 	for _, tc := range []struct {
 		values []string
 		auth   bool
@@ -52,8 +52,8 @@ func TestAPIKey(t *testing.T) {
 		{[]string{"tok"}, true, "tok", true},
 		{[]string{"  "}, true, "", true},
 	} {
-		if key, bare := APIKey(tc.values, tc.auth); key != tc.key || bare != tc.bare {
-			t.Errorf("APIKey(%q, %v) = %q, %v; want %q, %v", tc.values, tc.auth, key, bare, tc.key, tc.bare)
+		if key, bare := apiKey(tc.values, tc.auth); key != tc.key || bare != tc.bare {
+			t.Errorf("apiKey(%q, %v) = %q, %v; want %q, %v", tc.values, tc.auth, key, bare, tc.key, tc.bare)
 		}
 	}
 }
