@@ -208,7 +208,7 @@ func ExampleManualClock() {
 	perDay, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.FixedWindowUTC(50, 24*time.Hour, 0), opts...)
 	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key: httplimit.RemoteIP,
-		Policies: []httplimit.Policy[netip.Prefix]{
+		Policies: []atomiclimit.Policy[netip.Prefix]{
 			{Name: "minute", Limiter: perMinute},
 			{Name: "day", Limiter: perDay},
 		},

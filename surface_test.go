@@ -15,19 +15,21 @@ import (
 // but internal/, cmd/, testdata/, the nested modules and examples.
 var publicPackages = []string{".", "gcra", "window", "atomicbucket", "shardmap", "httplimit"}
 
-// maxSurface is the budget for exported identifiers across publicPackages.
-const maxSurface = 286 // the diet (issue 29) follows
+// maxSurface is the budget for exported identifiers across every public
+// package of the three modules: publicPackages and the nested modules'.
+const maxSurface = 383
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and
 // variables declared in the public packages (struct fields are not
-// counted). No public package may declare an exported alias of an internal
-// type: go doc shows such a type without its methods. The nested modules'
-// public packages are counted beside, outside the budget. Run with -v for
-// the lists.
+// counted), in the root module's public packages and the nested modules'.
+// No public package may declare an exported alias of an internal type: go
+// doc shows such a type without its methods. (No module reaches into
+// another's internal/: .ci/run's seams step checks it with go list.) Run
+// with -v for the lists.
 func TestPublicSurface(t *testing.T) {
 	total := 0
-	for _, dir := range publicPackages {
+	for _, dir := range append(publicPackages, nestedPackages(t)...) {
 		names, aliases := exported(t, dir)
 		total += len(names)
 		t.Logf("%-13s %3d  %s", dir, len(names), strings.Join(names, " "))
@@ -38,13 +40,6 @@ func TestPublicSurface(t *testing.T) {
 	t.Logf("total %d (budget %d)", total, maxSurface)
 	if total > maxSurface {
 		t.Errorf("%d exported identifiers in the public packages, over the budget of %d", total, maxSurface)
-	}
-	for _, dir := range nestedPackages(t) {
-		names, aliases := exported(t, dir)
-		t.Logf("nested %-22s %3d  %s", dir, len(names), strings.Join(names, " "))
-		for _, a := range aliases {
-			t.Errorf("%s: %s is an alias of an internal type", dir, a)
-		}
 	}
 }
 

@@ -85,7 +85,7 @@ var httpDoors = []httpDoor{
 			lim := must(atomiclimit.NewKeyed[netip.Prefix](ourLimit(s), s.burst))
 			m := must(httplimit.New(httplimit.Config[netip.Prefix]{
 				Key:      httplimit.RemoteIP,
-				Policies: []httplimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}},
+				Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}},
 			}))
 			return m.Handler(next), lim.Close
 		},
@@ -205,7 +205,7 @@ var grpcDoors = []grpcDoor{
 			lim := must(atomiclimit.NewKeyed[netip.Prefix](ourLimit(s), s.burst))
 			m := must(grpclimit.New(grpclimit.Config[netip.Prefix]{
 				Key:      grpclimit.PeerIP,
-				Policies: []grpclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}},
+				Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}},
 			}))
 			return m.Unary(), lim.Close
 		},

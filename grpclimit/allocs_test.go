@@ -5,10 +5,11 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // The allocations the interceptor adds to an admitted unary call, counted
@@ -45,13 +46,15 @@ func TestAllowPathAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per call, want %v", name, got, want)
 		}
 	}
-	pol := func() []Policy[netip.Prefix] { return []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](t)}} }
+	pol := func() []atomiclimit.Policy[netip.Prefix] {
+		return []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](t)}}
+	}
 	run("key=peer", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol()}).Unary(), 0)
 	run("key=peer/hook", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Hook: &atomiclimit.Hook{}}).Unary(), 0)
-	run("key=peer/policies=2", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{
+	run("key=peer/policies=2", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{
 		{Name: "a", Limiter: allowAll[netip.Prefix](t)}, {Name: "b", Limiter: allowAll[netip.Prefix](t)}}}).Unary(), 0)
 	run("key=peer/metadata=none", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Metadata: MetadataNone}).Unary(), 0)
-	run("key=apikey", mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Policies: []Policy[string]{{Limiter: allowAll[string](t)}}}).Unary(), 1, "x-api-key", "k-123")
+	run("key=apikey", mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Policies: []atomiclimit.Policy[string]{{Limiter: allowAll[string](t)}}}).Unary(), 1, "x-api-key", "k-123")
 	run("key=peer/metadata=onallow", mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: pol(), Metadata: MetadataOnAllow}).Unary(), 7)
 
 	// A message admitted on a stream.
@@ -62,7 +65,7 @@ func TestAllowPathAllocs(t *testing.T) {
 		t.Errorf("admitted message: %v allocs, want 0", got)
 	}
 	// A Pacer's admitted Wait.
-	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []Policy[string]{{Limiter: allowAll[string](t)}}})
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Limiter: allowAll[string](t)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"github.com/atomiclimit/atomiclimit/httplimit"
-	"google.golang.org/grpc"
 )
 
 // allowAll is a limiter whose allow path is the real one (a CAS per call)
@@ -77,27 +78,27 @@ func BenchmarkUnary(b *testing.B) {
 		{"metadata=onallow", MetadataOnAllow, nil},
 	} {
 		b.Run("chain=grpclimit/key=peer/"+tc.name, func(b *testing.B) {
-			m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Metadata: tc.md, Hook: tc.hook})
+			m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Metadata: tc.md, Hook: tc.hook})
 			benchUnary(b, m.Unary(), false, peer)
 		})
 	}
 	b.Run("chain=grpclimit/key=xff/metadata=default", func(b *testing.B) {
 		key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
-		m := mustNew(b, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+		m := mustNew(b, Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 		benchUnary(b, m.Unary(), false, "10.0.0.1:4711", "x-forwarded-for", "198.51.100.1, 203.0.113.9, 10.0.0.2")
 	})
 	b.Run("chain=grpclimit/key=apikey/metadata=default", func(b *testing.B) {
-		m := mustNew(b, Config[string]{Key: APIKey("x-api-key", nil), Policies: []Policy[string]{{Limiter: allowAll[string](b)}}})
+		m := mustNew(b, Config[string]{Key: APIKey("x-api-key", nil), Policies: []atomiclimit.Policy[string]{{Limiter: allowAll[string](b)}}})
 		benchUnary(b, m.Unary(), false, peer, "x-api-key", "k-123")
 	})
 	b.Run("chain=grpclimit/key=peer/policies=2/metadata=default", func(b *testing.B) {
-		m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{
+		m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{
 			{Name: "a", Limiter: allowAll[netip.Prefix](b)}, {Name: "b", Limiter: allowAll[netip.Prefix](b)}}})
 		benchUnary(b, m.Unary(), false, peer)
 	})
 	b.Run("chain=grpclimit/key=peer/denied", func(b *testing.B) {
 		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
-		m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}})
+		m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: lim}}})
 		m.Unary()(callCtxOnly(peer), nil, &grpc.UnaryServerInfo{FullMethod: echo.Say}, okHandler) // spend the burst
 		benchUnary(b, m.Unary(), true, peer)
 	})
@@ -113,7 +114,7 @@ func BenchmarkLoopback(b *testing.B) {
 	}{
 		{"chain=bare", func() []grpc.ServerOption { return []grpc.ServerOption{grpc.ChainUnaryInterceptor(bare)} }},
 		{"chain=grpclimit/key=peer/metadata=default", func() []grpc.ServerOption {
-			m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+			m := mustNew(b, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 			return []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())}
 		}},
 	} {

@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ func ClientIP(o httplimit.IPOptions) (KeyFunc[netip.Prefix], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	name := strings.ToLower(o.Header.String())
+	name := strings.ToLower(cmp.Or(o.Header, "X-Forwarded-For")) // NewIPResolver vouched for it
 	return func(ctx context.Context, _ string) (netip.Prefix, error) {
 		a, err := peerAddr(ctx)
 		if err != nil {

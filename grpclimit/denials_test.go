@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // The allocations a denied unary call costs, the wait fixed (a fake
@@ -33,7 +34,7 @@ func TestDenyPathAllocs(t *testing.T) {
 	run := func(name string, md MetadataSet, want float64, exact bool) {
 		t.Helper()
 		lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Every(time.Hour), 1)
-		m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "hour", Limiter: lim}}, Metadata: md})
+		m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "hour", Limiter: lim}}, Metadata: md})
 		icpt := m.Unary()
 		ctx, hs := callCtx(peer)
 		info := &grpc.UnaryServerInfo{FullMethod: echo.Say}
@@ -61,7 +62,7 @@ func TestDenyPathAllocs(t *testing.T) {
 func TestDenialKept(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[netip.Prefix](t, c, gcra.Every(time.Minute), 1)
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "minute", Limiter: lim}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "minute", Limiter: lim}}})
 	ctx := callCtxOnly("192.0.2.7:1")
 	if err := unary(m, ctx, echo.Say); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func TestDenialsConcurrent(t *testing.T) {
 	const workers, calls = 8, 400
 	c := newFakeClock()
 	lim := newKeyed[netip.Prefix](t, c, gcra.Every(3*time.Second), 1)
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "slow", Limiter: lim}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "slow", Limiter: lim}}})
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {

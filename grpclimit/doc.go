@@ -12,7 +12,7 @@
 //	key, _ := grpclimit.ClientIP(httplimit.IPOptions{})
 //	lim, _ := grpclimit.New(grpclimit.Config[netip.Prefix]{
 //		Key:      key,
-//		Policies: []grpclimit.Policy[netip.Prefix]{{Name: "minute", Limiter: perMinute}},
+//		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "minute", Limiter: perMinute}},
 //		Costs:    map[string]int{"/shop.Orders/Export": 10},
 //	})
 //	srv := grpc.NewServer(

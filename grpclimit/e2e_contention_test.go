@@ -5,10 +5,12 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // Stacked policies through a real gRPC server on loopback, every kind
@@ -23,7 +25,7 @@ func TestEndToEndStackContention(t *testing.T) {
 		t.Run(pairName(p), func(t *testing.T) {
 			gen := keyedOf[netip.Prefix](t, p[0].generous)
 			strict := keyedOf[netip.Prefix](t, p[1].strict)
-			m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{
+			m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{
 				{Name: "generous", Limiter: gen}, {Name: "strict", Limiter: strict}}})
 			cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
 			served := hammer(workers, calls, func(int, int) bool {

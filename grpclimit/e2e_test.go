@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // recordingLimiter decides on a real Keyed limiter at times it reads itself,
@@ -121,7 +122,7 @@ func TestEndToEndRealTraffic(t *testing.T) {
 	}
 	defer k.Close()
 	lim := newRecording(k)
-	m := mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Policies: []Policy[string]{{Name: "e2e", Limiter: lim}}})
+	m := mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Policies: []atomiclimit.Policy[string]{{Name: "e2e", Limiter: lim}}})
 	greedyCC := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
 	pacer, err := NewPacer(PacerConfig[string]{Retries: 1000})
 	if err != nil {

@@ -7,15 +7,16 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/grpclimit"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
 // fixedClock stops time, so that the output does not depend on scheduling.
@@ -32,7 +33,7 @@ func Example() {
 	key, _ := grpclimit.ClientIP(httplimit.IPOptions{})
 	lim, _ := grpclimit.New(grpclimit.Config[netip.Prefix]{
 		Key:      key,
-		Policies: []grpclimit.Policy[netip.Prefix]{{Name: "per-client", Limiter: perClient}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "per-client", Limiter: perClient}},
 	})
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(lim.Unary()), grpc.ChainStreamInterceptor(lim.Stream()))
 	echo.Register(srv)
@@ -75,7 +76,7 @@ func ExamplePacer() {
 	self, _ := atomiclimit.NewKeyed[string](atomiclimit.PerSecond(10), 1)
 	p, _ := grpclimit.NewPacer(grpclimit.PacerConfig[string]{
 		Key:      grpclimit.FullMethod,
-		Policies: []grpclimit.Policy[string]{{Name: "self", Limiter: self}},
+		Policies: []atomiclimit.Policy[string]{{Name: "self", Limiter: self}},
 		Retries:  3,
 	})
 	cc, err := grpc.NewClient("127.0.0.1:50051",

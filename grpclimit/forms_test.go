@@ -9,8 +9,6 @@ package grpclimit
 
 import (
 	"net/netip"
-
-	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
 // caseTrusted is the network of the trusted proxies, and casePeer
@@ -27,7 +25,7 @@ const (
 // gives.
 type fieldCase struct {
 	Name   string
-	Header httplimit.ProxyHeader
+	Header string
 	Lines  []string // the field's lines (header lines, metadata values)
 	Key    string   // the client's prefix
 }
@@ -80,23 +78,23 @@ func fieldCases() []fieldCase {
 			key = casePeerKey
 		}
 		cs = append(cs,
-			fieldCase{f.name, httplimit.XForwardedFor, []string{f.addr}, key},
-			fieldCase{f.name, httplimit.XRealIP, []string{f.addr}, key},
-			fieldCase{f.name + ", quoted", httplimit.Forwarded, []string{`for="` + f.addr + `"`}, key})
+			fieldCase{f.name, "X-Forwarded-For", []string{f.addr}, key},
+			fieldCase{f.name, "X-Real-IP", []string{f.addr}, key},
+			fieldCase{f.name + ", quoted", "Forwarded", []string{`for="` + f.addr + `"`}, key})
 		if f.unquoted {
-			cs = append(cs, fieldCase{f.name + ", unquoted", httplimit.Forwarded, []string{"for=" + f.addr}, key})
+			cs = append(cs, fieldCase{f.name + ", unquoted", "Forwarded", []string{"for=" + f.addr}, key})
 		}
 	}
 	return append(cs,
 		// RFC 7239 wants an IPv6 node quoted; a bare one is taken unquoted
 		// only without a zone.
-		fieldCase{"zone, unquoted", httplimit.Forwarded, []string{"for=fe80::1%eth0"}, casePeerKey},
-		fieldCase{"surrounding whitespace", httplimit.XRealIP, []string{" 203.0.113.9 "}, "203.0.113.9/32"},
-		fieldCase{"a trusted address is the client", httplimit.XRealIP, []string{"10.9.9.9"}, "10.9.9.9/32"},
-		fieldCase{"no line: the peer", httplimit.XRealIP, nil, casePeerKey},
-		fieldCase{"empty", httplimit.XRealIP, []string{""}, casePeerKey},
-		fieldCase{"two lines: the peer", httplimit.XRealIP, []string{"198.51.100.1", "203.0.113.9"}, casePeerKey},
-		fieldCase{"a list: the peer", httplimit.XRealIP, []string{"198.51.100.1, 203.0.113.9"}, casePeerKey},
-		fieldCase{"the same list in X-Forwarded-For", httplimit.XForwardedFor, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
+		fieldCase{"zone, unquoted", "Forwarded", []string{"for=fe80::1%eth0"}, casePeerKey},
+		fieldCase{"surrounding whitespace", "X-Real-IP", []string{" 203.0.113.9 "}, "203.0.113.9/32"},
+		fieldCase{"a trusted address is the client", "X-Real-IP", []string{"10.9.9.9"}, "10.9.9.9/32"},
+		fieldCase{"no line: the peer", "X-Real-IP", nil, casePeerKey},
+		fieldCase{"empty", "X-Real-IP", []string{""}, casePeerKey},
+		fieldCase{"two lines: the peer", "X-Real-IP", []string{"198.51.100.1", "203.0.113.9"}, casePeerKey},
+		fieldCase{"a list: the peer", "X-Real-IP", []string{"198.51.100.1, 203.0.113.9"}, casePeerKey},
+		fieldCase{"the same list in X-Forwarded-For", "X-Forwarded-For", []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
 	)
 }

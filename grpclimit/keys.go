@@ -5,10 +5,11 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
 // A KeyFunc returns the key a call is limited under: its partition. ctx is
@@ -143,25 +144,20 @@ func CertSubject(ctx context.Context, _ string) (string, error) {
 	return info.State.VerifiedChains[0][0].Subject.String(), nil
 }
 
-// A Pair is a composite key of two parts. It is comparable when its parts
-// are, so a Keyed[Pair[A, B]] needs no string formatting.
-type Pair[A, B comparable] struct {
-	First  A
-	Second B
-}
-
 // Compose keys a call on both a and b: Compose(clientIP, FullMethod) limits
-// each client on each method separately. An error from either is the error.
-func Compose[A, B comparable](a KeyFunc[A], b KeyFunc[B]) KeyFunc[Pair[A, B]] {
-	return func(ctx context.Context, m string) (Pair[A, B], error) {
+// each client on each method separately. An error from either is the
+// error. The key is an httplimit.Pair, comparable when its parts are, so
+// a Keyed of it needs no string formatting.
+func Compose[A, B comparable](a KeyFunc[A], b KeyFunc[B]) KeyFunc[httplimit.Pair[A, B]] {
+	return func(ctx context.Context, m string) (httplimit.Pair[A, B], error) {
 		ka, err := a(ctx, m)
 		if err != nil {
-			return Pair[A, B]{}, err
+			return httplimit.Pair[A, B]{}, err
 		}
 		kb, err := b(ctx, m)
 		if err != nil {
-			return Pair[A, B]{}, err
+			return httplimit.Pair[A, B]{}, err
 		}
-		return Pair[A, B]{ka, kb}, nil
+		return httplimit.Pair[A, B]{First: ka, Second: kb}, nil
 	}
 }

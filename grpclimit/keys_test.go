@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
-	"github.com/atomiclimit/atomiclimit/httplimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -26,6 +23,11 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
+	"github.com/atomiclimit/atomiclimit/httplimit"
 )
 
 var proxies = []netip.Prefix{mustPrefix("10.0.0.0/8"), mustPrefix("2001:db8:ffff::/48")}
@@ -49,8 +51,8 @@ func TestClientIP(t *testing.T) {
 		{"two values: the last first", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "1.1.1.1", "x-forwarded-for", "203.0.113.9"}, "203.0.113.9/32", true},
 		{"garbage ends the walk at the hop", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1, unknown"}, "10.0.0.2/32", true},
 		{"trusted, no metadata: the proxy", httplimit.IPOptions{TrustedProxies: proxies}, "10.0.0.2:1", nil, "10.0.0.2/32", true},
-		{"Forwarded", httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.2:1", []string{"forwarded", `for=1.1.1.1, for="[2001:db8:1::1]:80";proto=https`}, "2001:db8:1::/64", true},
-		{"Forwarded ignores XFF", httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.Forwarded}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "10.0.0.2/32", true},
+		{"Forwarded", httplimit.IPOptions{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1", []string{"forwarded", `for=1.1.1.1, for="[2001:db8:1::1]:80";proto=https`}, "2001:db8:1::/64", true},
+		{"Forwarded ignores XFF", httplimit.IPOptions{TrustedProxies: proxies, Header: "Forwarded"}, "10.0.0.2:1", []string{"x-forwarded-for", "203.0.113.1"}, "10.0.0.2/32", true},
 		{"IPv6 grouped by /64", httplimit.IPOptions{}, "[2001:db8:7::9]:1", nil, "2001:db8:7::/64", true},
 		{"IPv4 bits", httplimit.IPOptions{IPv4Bits: 24}, "192.0.2.7:1", nil, "192.0.2.0/24", true},
 		{"IPv4-mapped peer unmapped", httplimit.IPOptions{}, "[::ffff:192.0.2.7]:1", nil, "192.0.2.7/32", true},
@@ -65,7 +67,7 @@ func TestClientIP(t *testing.T) {
 			t.Errorf("%s: key = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
-	for _, o := range []httplimit.IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: 7}, {TrustedProxies: []netip.Prefix{{}}}} {
+	for _, o := range []httplimit.IPOptions{{IPv6Bits: 129}, {IPv4Bits: 33}, {Header: "X-Client-IP"}, {TrustedProxies: []netip.Prefix{{}}}} {
 		if _, err := ClientIP(o); !errors.Is(err, ErrConfig) {
 			t.Errorf("ClientIP(%+v): %v, want ErrConfig", o, err)
 		}
@@ -132,7 +134,7 @@ func TestSpoofingOnTheWire(t *testing.T) {
 		}
 		key, _ := ClientIP(o)
 		lim := newKeyed[netip.Prefix](t, nil, gcra.Every(time.Hour), 3)
-		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
 		cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
 		ok := 0
 		for i := range 10 {
@@ -181,7 +183,7 @@ func TestAPIKeyFullMethodCompose(t *testing.T) {
 	}
 	ctx, _ := callCtx("192.0.2.1:1", "x-api-key", "k1")
 	k, err := Compose(PeerIP, APIKey("x-api-key", nil))(ctx, echo.Say)
-	if err != nil || k != (Pair[netip.Prefix, string]{mustPrefix("192.0.2.1/32"), "k1"}) {
+	if err != nil || k != (httplimit.Pair[netip.Prefix, string]{First: mustPrefix("192.0.2.1/32"), Second: "k1"}) {
 		t.Errorf("Compose: %v %v", k, err)
 	}
 	ctx, _ = callCtx("192.0.2.1:1")
@@ -223,7 +225,7 @@ func TestIssue28KeyBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := newKeyed[string](t, nil, gcra.Every(time.Hour), 10)
 			h := newCountingHook()
-			m := mustNew(t, Config[string]{Key: tc.key, Policies: []Policy[string]{{Limiter: lim}}, Hook: h.hook()})
+			m := mustNew(t, Config[string]{Key: tc.key, Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Hook: h.hook()})
 			cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary()), grpc.ChainStreamInterceptor(m.Stream()), unknown})
 			call := func(n int) codes.Code {
 				t.Helper()
@@ -274,7 +276,7 @@ func TestCertSubjectMTLS(t *testing.T) {
 		RootCAs:      pool, ServerName: "127.0.0.1",
 	}
 	lim := newKeyed[string](t, nil, gcra.Every(time.Hour), 2)
-	m := mustNew(t, Config[string]{Key: CertSubject, Policies: []Policy[string]{{Name: "id", Limiter: lim}}})
+	m := mustNew(t, Config[string]{Key: CertSubject, Policies: []atomiclimit.Policy[string]{{Name: "id", Limiter: lim}}})
 	cc := serveTLS(t, credentials.NewTLS(serverTLS), credentials.NewTLS(clientTLS), m)
 	for i := range 3 {
 		_, err := echo.CallSay(context.Background(), cc, "hi")
@@ -329,18 +331,18 @@ func newCert(t *testing.T, cn string, parent *x509.Certificate, parentKey *ecdsa
 
 // Every form of an address gives the same key in x-forwarded-for,
 // forwarded and x-real-ip (fieldCases), through ClientIP: the metadata
-// key of each httplimit.ProxyHeader is its name lower-cased.
+// key of each string is its name lower-cased.
 func TestClientIPFormsInEveryField(t *testing.T) {
 	keys := map[string]KeyFunc[netip.Prefix]{}
-	for _, h := range []httplimit.ProxyHeader{httplimit.XForwardedFor, httplimit.Forwarded, httplimit.XRealIP} {
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-IP"} {
 		key, err := ClientIP(httplimit.IPOptions{TrustedProxies: caseTrusted, Header: h})
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys[strings.ToLower(h.String())] = key
+		keys[strings.ToLower(h)] = key
 	}
 	for _, c := range fieldCases() {
-		field := strings.ToLower(c.Header.String())
+		field := strings.ToLower(c.Header)
 		var kv []string
 		for _, v := range c.Lines {
 			kv = append(kv, field, v)
@@ -358,13 +360,13 @@ func TestClientIPFormsInEveryField(t *testing.T) {
 // not an address the proxy set: the key is the peer's.
 func TestXRealIPOnTheWire(t *testing.T) {
 	for _, trust := range []bool{false, true} {
-		o := httplimit.IPOptions{Header: httplimit.XRealIP}
+		o := httplimit.IPOptions{Header: "X-Real-IP"}
 		if trust {
 			o.TrustedProxies = []netip.Prefix{mustPrefix("127.0.0.0/8")}
 		}
 		key, _ := ClientIP(o)
 		lim := newKeyed[netip.Prefix](t, nil, gcra.Every(time.Hour), 3)
-		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+		m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
 		cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})
 		ok := 0
 		for i := range 10 {
@@ -382,7 +384,7 @@ func TestXRealIPOnTheWire(t *testing.T) {
 			t.Errorf("trusted loopback: %d admitted over %d keys, want 10 over 10", ok, lim.Stats().Keys)
 		}
 	}
-	key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: proxies, Header: httplimit.XRealIP})
+	key, _ := ClientIP(httplimit.IPOptions{TrustedProxies: proxies, Header: "X-Real-IP"})
 	ctx, _ := callCtx("10.0.0.2:1", "x-real-ip", "6.6.6.6", "x-real-ip", "203.0.113.1")
 	if got, err := key(ctx, ""); err != nil || got != mustPrefix("10.0.0.2/32") {
 		t.Errorf("two values: %v %v, want the peer's", got, err)

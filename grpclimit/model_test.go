@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit/gcra"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
 // modelPolicy is the plain GCRA of DESIGN.md §1 for one policy, per key: a
@@ -70,9 +72,9 @@ func (p *modelPolicy) policyItem() string {
 func TestUnaryAgainstModel(t *testing.T) {
 	c := newFakeClock()
 	start := c.Now()
-	mk := func(name string, every time.Duration, burst int) (*modelPolicy, Policy[netip.Prefix]) {
+	mk := func(name string, every time.Duration, burst int) (*modelPolicy, atomiclimit.Policy[netip.Prefix]) {
 		return &modelPolicy{name: name, T: int64(every), B: int64(burst), tat: map[netip.Prefix]int64{}},
-			Policy[netip.Prefix]{Name: name, Limiter: newKeyed[netip.Prefix](t, c, gcra.Every(every), burst)}
+			atomiclimit.Policy[netip.Prefix]{Name: name, Limiter: newKeyed[netip.Prefix](t, c, gcra.Every(every), burst)}
 	}
 	ma, pa := mk("a", 100*time.Millisecond, 3)
 	mb, pb := mk("b", 700*time.Millisecond, 5)
@@ -80,8 +82,8 @@ func TestUnaryAgainstModel(t *testing.T) {
 	const say, big, huge = "/demo.Echo/Say", "/x.Y/Big", "/x.Y/Huge"
 	m := mustNew(t, Config[netip.Prefix]{
 		Key:      PeerIP,
-		Policies: []Policy[netip.Prefix]{pa, pb},
-		Methods:  map[string]Policy[netip.Prefix]{big: pbig},
+		Policies: []atomiclimit.Policy[netip.Prefix]{pa, pb},
+		Methods:  map[string]atomiclimit.Policy[netip.Prefix]{big: pbig},
 		Costs:    map[string]int{big: 2, huge: 6},
 		Metadata: MetadataOnAllow,
 	})

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // A full key table is the server's overload, not the client's quota: a new
@@ -25,7 +26,7 @@ func TestFullKeyTableIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newCountingHook()
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Hook: h.hook(), Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Hook: h.hook(), Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "ip", Limiter: lim}}})
 	if err := unary(m, callCtxOnly("192.0.2.1:1"), echo.Say); err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/atomiclimit/atomiclimit"
 )
 
 // PacerConfig configures a Pacer. A Pacer needs Policies, Retries, or both.
@@ -19,7 +20,7 @@ type PacerConfig[K comparable] struct {
 	// Policies are the client's own limits: a call waits until every one
 	// admits it, all at once (what one took is given back while another
 	// makes it wait).
-	Policies []Policy[K]
+	Policies []atomiclimit.Policy[K]
 	// Costs is the cost of a call (of opening a stream) of a full method
 	// name: 1 for a method not listed; 0 waits for nothing.
 	Costs map[string]int

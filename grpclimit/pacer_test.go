@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // A client that limits itself: 30 calls from 8 goroutines through a Pacer
@@ -30,7 +31,7 @@ func TestPacerPaces(t *testing.T) {
 	}
 	lim := newRecording(k)
 	h := newCountingHook()
-	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "self", Limiter: lim}}, Hook: h.hook()})
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "self", Limiter: lim}}, Hook: h.hook()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestPacerPaces(t *testing.T) {
 // ends while it waits.
 func TestPacerWaitFailures(t *testing.T) {
 	lim := newKeyed[string](t, nil, gcra.Every(time.Hour), 1)
-	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "self", Limiter: lim}}, Costs: map[string]int{"/a/Big": 2}})
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "self", Limiter: lim}}, Costs: map[string]int{"/a/Big": 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestPacerFullLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newCountingHook()
-	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Hook: h.hook(), Policies: []Policy[string]{{Name: "self", Limiter: lim}}})
+	p, err := NewPacer(PacerConfig[string]{Key: FullMethod, Hook: h.hook(), Policies: []atomiclimit.Policy[string]{{Name: "self", Limiter: lim}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestPacerFullLimiter(t *testing.T) {
 // enough. A client without them sees the denial.
 func TestPacerRetries(t *testing.T) {
 	lim := newKeyed[string](t, nil, gcra.Every(30*time.Millisecond), 1)
-	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "srv", Limiter: lim}}})
+	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "srv", Limiter: lim}}})
 	p, err := NewPacer(PacerConfig[string]{Retries: 3})
 	if err != nil {
 		t.Fatal(err)

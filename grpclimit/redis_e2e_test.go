@@ -162,7 +162,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 			}
 			m := mustNew(t, Config[string]{
 				Key:      APIKey("x-api-key", nil),
-				Policies: []Policy[string]{{Name: "redis", Limiter: l}},
+				Policies: []atomiclimit.Policy[string]{{Name: "redis", Limiter: l}},
 				Hook:     hook,
 			})
 			cc := serve(t, []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.Unary())})

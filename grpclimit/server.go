@@ -8,24 +8,13 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/atomiclimit/atomiclimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-)
 
-// A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
-// metadata, a QuotaFailure violation's subject, and the limiter that
-// enforces it. Any atomiclimit.KeyedLimiter serves: *atomiclimit.Keyed for
-// every rule, or redislimit.Limiter for a limit a fleet shares.
-type Policy[K comparable] struct {
-	// Name identifies the policy in the metadata, the status details and
-	// the hooks; unique among the policies one call can meet. Printable
-	// ASCII. Empty: "default" for a lone Policies entry; required otherwise.
-	Name    string
-	Limiter atomiclimit.KeyedLimiter[K]
-}
+	"github.com/atomiclimit/atomiclimit"
+)
 
 // ErrConfig is returned by New and NewPacer for an invalid configuration,
 // and by ClientIP for invalid IPOptions.
@@ -77,11 +66,16 @@ type Config[K comparable] struct {
 	// Policies are the limits every call (a unary call, or a stream
 	// opened) is checked against, all at once: a call is admitted only if
 	// every policy admits it, and when one denies, what the others took is
-	// given back. At most 8, counting a method's.
-	Policies []Policy[K]
+	// given back. At most 8, counting a method's. A policy's Name is its
+	// item in the RateLimit metadata, a QuotaFailure violation's subject
+	// and the hooks' policy: printable ASCII, unique among the policies one
+	// call can meet; empty is "default" for a lone entry. Any
+	// atomiclimit.KeyedLimiter serves: *atomiclimit.Keyed for every rule,
+	// or a redislimit.Limiter for a limit a fleet shares.
+	Policies []atomiclimit.Policy[K]
 	// Methods adds a policy for the calls of one full method name, on top
 	// of Policies: {"/shop.Orders/Create": {Name: "create", Limiter: l}}.
-	Methods map[string]Policy[K]
+	Methods map[string]atomiclimit.Policy[K]
 	// Costs is the cost of a call (of opening a stream) of a full method
 	// name, in the limiters' tokens: 1 for a method not listed. A cost of 0
 	// checks without taking; a cost above a policy's quota is always denied.
@@ -90,7 +84,7 @@ type Config[K comparable] struct {
 	// checked against, under the key the stream was opened with, one token
 	// per message. A denied message fails RecvMsg with the denial; the
 	// handler that returns that error ends the stream with it.
-	Messages []Policy[K]
+	Messages []atomiclimit.Policy[K]
 	// Exclude, if it returns true, passes the call through untouched: no
 	// decision, no metadata, no hook (health checks, reflection).
 	Exclude func(ctx context.Context, fullMethod string) bool

@@ -11,15 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 // A timeline on one key: the metadata of admissions (MetadataOnAllow) and
@@ -28,7 +29,7 @@ import (
 func TestUnaryTimeline(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[netip.Prefix](t, c, gcra.Every(time.Second), 2)
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "second", Limiter: lim}}, Metadata: MetadataOnAllow})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "second", Limiter: lim}}, Metadata: MetadataOnAllow})
 	steps := []struct {
 		advance  time.Duration
 		wantErr  bool
@@ -103,7 +104,7 @@ func TestMetadataSets(t *testing.T) {
 		{MetadataNone | MetadataOnAllow | DefaultMetadata, false, false, false, false},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), gcra.Every(time.Hour), 1)
-		m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "p", Limiter: lim}}, Metadata: tc.md})
+		m := mustNew(t, Config[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "p", Limiter: lim}}, Metadata: tc.md})
 		for i, want := range [][2]bool{{tc.allowRL, tc.allowP}, {tc.denyRL, tc.denyP}} {
 			ctx, hs := callCtx("192.0.2.1:1")
 			err := unary(m, ctx, echo.Say)
@@ -144,7 +145,7 @@ func TestRetryDelayRounding(t *testing.T) {
 // A cost above the quota is denied with no RetryInfo: no wait admits it.
 func TestCostAboveQuota(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Every(time.Second), 3)
-	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "p", Limiter: lim}}, Costs: map[string]int{"/a/Big": 4, "/a/Free": 0}, Metadata: MetadataOnAllow})
+	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "p", Limiter: lim}}, Costs: map[string]int{"/a/Big": 4, "/a/Free": 0}, Metadata: MetadataOnAllow})
 	ctx, _ := callCtx("192.0.2.1:1")
 	err := unary(m, ctx, "/a/Big")
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "cost exceeds the quota") {
@@ -175,7 +176,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 	h := newCountingHook()
 	m := mustNew(t, Config[string]{
 		Key:      FullMethod,
-		Policies: []Policy[string]{{Name: "wide", Limiter: wide}, {Name: "narrow", Limiter: narrow}},
+		Policies: []atomiclimit.Policy[string]{{Name: "wide", Limiter: wide}, {Name: "narrow", Limiter: narrow}},
 		Hook:     h.hook(),
 	})
 	for i := range 5 {
@@ -237,7 +238,7 @@ func TestOutage(t *testing.T) {
 		h := newCountingHook()
 		m := mustNew(t, Config[string]{
 			Key:      FullMethod,
-			Policies: []Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}},
+			Policies: []atomiclimit.Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}},
 			Metadata: MetadataOnAllow,
 			Hook:     h.hook(),
 		})
@@ -276,7 +277,7 @@ func TestOutage(t *testing.T) {
 	first := newKeyed[string](t, nil, gcra.Every(time.Second), 5)
 	fl := &failingLimiter{KeyedLimiter: first, err: errStoreDown}
 	h := newCountingHook()
-	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}}, Hook: h.hook()})
+	m := mustNew(t, Config[string]{Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "local", Limiter: first}, {Name: "remote", Limiter: fl}}, Hook: h.hook()})
 	ctx, _ := callCtx("192.0.2.1:1")
 	ctx, cancel := context.WithCancel(ctx)
 	cancel()
@@ -336,7 +337,7 @@ func TestOutageFallback(t *testing.T) {
 	h := newCountingHook()
 	m := mustNew(t, Config[string]{
 		Key:      FullMethod,
-		Policies: []Policy[string]{{Name: "strict", Limiter: strict}, {Name: "remote", Limiter: fb}},
+		Policies: []atomiclimit.Policy[string]{{Name: "strict", Limiter: strict}, {Name: "remote", Limiter: fb}},
 		Hook:     h.hook(),
 	})
 	ctx, _ := callCtx("192.0.2.1:1")
@@ -381,13 +382,13 @@ func TestOutageFallback(t *testing.T) {
 // only (no Policies) leaves the others unlimited. With only Messages, a
 // unary call is not even keyed (a missing key is no error).
 func TestMethodPolicies(t *testing.T) {
-	mo := mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Messages: []Policy[string]{{Limiter: newKeyed[string](t, nil, gcra.Every(time.Hour), 1)}}})
+	mo := mustNew(t, Config[string]{Key: APIKey("x-api-key", nil), Messages: []atomiclimit.Policy[string]{{Limiter: newKeyed[string](t, nil, gcra.Every(time.Hour), 1)}}})
 	if ctx, _ := callCtx("192.0.2.1:1"); unary(mo, ctx, echo.Say) != nil {
 		t.Error("a unary call was keyed for a Messages-only interceptor")
 	}
 	c := newFakeClock()
 	login := newKeyed[netip.Prefix](t, c, gcra.Every(time.Minute), 1)
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Methods: map[string]Policy[netip.Prefix]{"/auth.Auth/Login": {Name: "login", Limiter: login}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Methods: map[string]atomiclimit.Policy[netip.Prefix]{"/auth.Auth/Login": {Name: "login", Limiter: login}}})
 	for i := range 3 {
 		ctx, hs := callCtx("192.0.2.1:1")
 		if err := unary(m, ctx, echo.Say); err != nil || len(hs.header) != 0 {
@@ -408,7 +409,7 @@ func TestExcludeAndOnError(t *testing.T) {
 	h := newCountingHook()
 	cfg := Config[string]{
 		Key:      APIKey("x-api-key", nil),
-		Policies: []Policy[string]{{Name: "p", Limiter: lim}},
+		Policies: []atomiclimit.Policy[string]{{Name: "p", Limiter: lim}},
 		Exclude:  func(_ context.Context, m string) bool { return strings.HasPrefix(m, "/grpc.health.v1.Health/") },
 		Hook:     h.hook(),
 	}
@@ -448,22 +449,22 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	log2, _ := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(3, time.Second), atomiclimit.WithSweepInterval(0))
-	p := Policy[string]{Name: "p", Limiter: lim}
+	p := atomiclimit.Policy[string]{Name: "p", Limiter: lim}
 	for name, c := range map[string]Config[string]{
-		"no key":           {Policies: []Policy[string]{p}},
+		"no key":           {Policies: []atomiclimit.Policy[string]{p}},
 		"no policy":        {Key: FullMethod},
-		"no limiter":       {Key: FullMethod, Policies: []Policy[string]{{Name: "x"}}},
-		"unnamed of two":   {Key: FullMethod, Policies: []Policy[string]{p, {Limiter: lim}}},
-		"same names":       {Key: FullMethod, Policies: []Policy[string]{p, p}},
-		"method same name": {Key: FullMethod, Policies: []Policy[string]{p}, Methods: map[string]Policy[string]{"/a/B": p}},
-		"non-ASCII name":   {Key: FullMethod, Policies: []Policy[string]{{Name: "é", Limiter: lim}}},
-		"negative cost":    {Key: FullMethod, Policies: []Policy[string]{p}, Costs: map[string]int{"/a/B": -1}},
-		"metadata bits":    {Key: FullMethod, Policies: []Policy[string]{p}, Metadata: 1 << 6},
-		"two logs":         {Key: FullMethod, Policies: []Policy[string]{{Name: "l1", Limiter: log}, {Name: "l2", Limiter: log2}}},
-		"nine policies": {Key: FullMethod, Policies: func() []Policy[string] {
-			var ps []Policy[string]
+		"no limiter":       {Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "x"}}},
+		"unnamed of two":   {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p, {Limiter: lim}}},
+		"same names":       {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p, p}},
+		"method same name": {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p}, Methods: map[string]atomiclimit.Policy[string]{"/a/B": p}},
+		"non-ASCII name":   {Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "é", Limiter: lim}}},
+		"negative cost":    {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p}, Costs: map[string]int{"/a/B": -1}},
+		"metadata bits":    {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p}, Metadata: 1 << 6},
+		"two logs":         {Key: FullMethod, Policies: []atomiclimit.Policy[string]{{Name: "l1", Limiter: log}, {Name: "l2", Limiter: log2}}},
+		"nine policies": {Key: FullMethod, Policies: func() []atomiclimit.Policy[string] {
+			var ps []atomiclimit.Policy[string]
 			for i := range 9 {
-				ps = append(ps, Policy[string]{Name: string(rune('a' + i)), Limiter: lim})
+				ps = append(ps, atomiclimit.Policy[string]{Name: string(rune('a' + i)), Limiter: lim})
 			}
 			return ps
 		}()},
@@ -475,8 +476,8 @@ func TestConfigErrors(t *testing.T) {
 	for name, c := range map[string]PacerConfig[string]{
 		"nothing":          {},
 		"negative retries": {Retries: -1},
-		"no key":           {Policies: []Policy[string]{p}},
-		"negative cost":    {Key: FullMethod, Policies: []Policy[string]{p}, Costs: map[string]int{"/a/B": -1}},
+		"no key":           {Policies: []atomiclimit.Policy[string]{p}},
+		"negative cost":    {Key: FullMethod, Policies: []atomiclimit.Policy[string]{p}, Costs: map[string]int{"/a/B": -1}},
 	} {
 		if _, err := NewPacer(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("pacer %s: error = %v, want ErrConfig", name, err)
@@ -495,8 +496,8 @@ func TestStreams(t *testing.T) {
 	h := newCountingHook()
 	m := mustNew(t, Config[string]{
 		Key:      APIKey("x-api-key", nil),
-		Policies: []Policy[string]{{Name: "opens", Limiter: opens}},
-		Messages: []Policy[string]{{Name: "messages", Limiter: msgs}},
+		Policies: []atomiclimit.Policy[string]{{Name: "opens", Limiter: opens}},
+		Messages: []atomiclimit.Policy[string]{{Name: "messages", Limiter: msgs}},
 		Metadata: MetadataOnAllow,
 		Hook:     h.hook(),
 	})
@@ -579,7 +580,7 @@ func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[netip.Prefix](t, c, gcra.Every(time.Second), 1)
 	h := newCountingHook()
-	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Hook: h.hook()})
+	m := mustNew(t, Config[netip.Prefix]{Key: PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Hook: h.hook()})
 	for _, a := range []string{"192.0.2.1:1", "192.0.2.2:1", "192.0.2.3:1"} {
 		ctx, _ := callCtx(a)
 		unary(m, ctx, echo.Say)

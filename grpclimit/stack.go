@@ -71,7 +71,7 @@ type policies[K comparable] struct {
 // a method). A policy needs a limiter and a name of printable ASCII (a
 // Structured Field string, as the RateLimit fields carry it). The errors
 // have no package prefix: New wraps them in ErrConfig.
-func (ps *policies[K]) add(what string, p Policy[K]) (*policy[K], error) {
+func (ps *policies[K]) add(what string, p atomiclimit.Policy[K]) (*policy[K], error) {
 	switch {
 	case p.Limiter == nil:
 		return nil, fmt.Errorf("%s has no Limiter", what)
@@ -91,7 +91,7 @@ func (ps *policies[K]) add(what string, p Policy[K]) (*policy[K], error) {
 // (nil for an empty list). what names the list in an error: "Policies"
 // makes "Policies[1]". The lone policy of a list of one is named "default"
 // if it has no name.
-func (ps *policies[K]) addList(what string, list []Policy[K]) ([]*policy[K], error) {
+func (ps *policies[K]) addList(what string, list []atomiclimit.Policy[K]) ([]*policy[K], error) {
 	var pols []*policy[K]
 	for i, p := range list {
 		if p.Name == "" && len(list) == 1 {

@@ -58,7 +58,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"headers=all", DefaultHeaders | HeaderLegacy, nil},
 	} {
 		b.Run("handler=limited/key=remote/"+tc.name, func(b *testing.B) {
-			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Headers: tc.headers, Hook: tc.hook})
+			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}, Headers: tc.headers, Hook: tc.hook})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -67,7 +67,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	}
 	b.Run("handler=limited/key=xff/headers=default", func(b *testing.B) {
 		key, _ := ClientIP(IPOptions{TrustedProxies: []netip.Prefix{mustPrefix("10.0.0.0/8")}})
-		m, _ := New(Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+		m, _ := New(Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 		r := r.Clone(r.Context())
 		r.RemoteAddr = "10.0.0.1:4711"
 		r.Header.Set("X-Forwarded-For", "198.51.100.1, 203.0.113.9, 10.0.0.2")
@@ -75,7 +75,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 	b.Run("handler=denied/key=remote/headers=default", func(b *testing.B) {
 		lim, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
-		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}})
+		m, _ := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: lim}}})
 		benchServe(b, m.Handler(okHandler), r, 429)
 	})
 }
@@ -85,7 +85,7 @@ func BenchmarkMiddleware(b *testing.B) {
 func BenchmarkMiddlewareRecorder(b *testing.B) {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "203.0.113.9:4711"
-	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -163,9 +163,9 @@ func BenchmarkStacked(b *testing.B) {
 	}{{"none", HeadersNone}, {"default", DefaultHeaders}} {
 		for n := 1; n <= len(names); n++ {
 			b.Run(fmt.Sprintf("headers=%s/policies=%d", headers.name, n), func(b *testing.B) {
-				var pols []Policy[netip.Prefix]
+				var pols []atomiclimit.Policy[netip.Prefix]
 				for _, name := range names[:n] {
-					pols = append(pols, Policy[netip.Prefix]{Name: name, Limiter: allowAll[netip.Prefix](b)})
+					pols = append(pols, atomiclimit.Policy[netip.Prefix]{Name: name, Limiter: allowAll[netip.Prefix](b)})
 				}
 				m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: pols, Headers: headers.set})
 				if err != nil {
@@ -183,14 +183,14 @@ func BenchmarkStacked(b *testing.B) {
 	// headers are not measured here.
 	for n := 1; n <= len(names); n++ {
 		b.Run(fmt.Sprintf("headers=none/policies=%d/clock=coarse", n), func(b *testing.B) {
-			var pols []Policy[netip.Prefix]
+			var pols []atomiclimit.Policy[netip.Prefix]
 			for _, name := range names[:n] {
 				lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 10_000_000,
 					atomiclimit.WithSweepInterval(0), atomiclimit.WithCoarseClock())
 				if err != nil {
 					b.Fatal(err)
 				}
-				pols = append(pols, Policy[netip.Prefix]{Name: name, Limiter: lim})
+				pols = append(pols, atomiclimit.Policy[netip.Prefix]{Name: name, Limiter: lim})
 			}
 			m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: pols, Headers: HeadersNone})
 			if err != nil {
@@ -201,7 +201,7 @@ func BenchmarkStacked(b *testing.B) {
 	}
 	b.Run("headers=default/policies=2/denied=second", func(b *testing.B) {
 		none, _ := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1, time.Hour), 1, atomiclimit.WithSweepInterval(0))
-		m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{
+		m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{
 			{Name: "a", Limiter: allowAll[netip.Prefix](b)}, {Name: "b", Limiter: none}}})
 		if err != nil {
 			b.Fatal(err)
@@ -224,7 +224,7 @@ func BenchmarkMiddlewareClients(b *testing.B) {
 		r.RemoteAddr = fmt.Sprintf("198.%d.%d.%d:4711", 18+i>>16, i>>8&255, i&255)
 		reqs[i] = r
 	}
-	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
+	m, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: allowAll[netip.Prefix](b)}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 )
 
 // ErrRemoteAddr is returned by the client-IP key functions when the
@@ -14,39 +15,32 @@ import (
 // TCP connections; a custom listener (a test harness) may not.
 var ErrRemoteAddr = errors.New("httplimit: RemoteAddr is not an IP address")
 
-// A ProxyHeader names the forwarding header a trusted proxy sets. In gRPC
-// metadata the same field has the name lower-cased ("x-forwarded-for").
-type ProxyHeader uint8
+// proxyHeader is the forwarding header IPOptions.Header names.
+type proxyHeader uint8
 
 const (
-	// XForwardedFor is the de-facto X-Forwarded-For header: a comma-separated
-	// list of addresses, each proxy appending the address it received the
-	// request from.
-	XForwardedFor ProxyHeader = iota
-	// Forwarded is the RFC 7239 Forwarded header; the for= parameter of each
-	// element is the address the appending proxy received the request from.
-	Forwarded
-	// XRealIP is the X-Real-IP header: one address, the client's, which the
-	// proxy sets (nginx: proxy_set_header X-Real-IP $remote_addr),
-	// replacing any the client sent. It is not a list: two header lines, a
-	// list, or anything else that is not one address is ignored, and the
-	// key is then the trusted proxy's. The address is the client even when
-	// it is in TrustedProxies.
-	XRealIP
+	xForwardedFor proxyHeader = iota
+	forwarded
+	xRealIP
 )
 
-var proxyHeaderNames = [...]string{XForwardedFor: "X-Forwarded-For", Forwarded: "Forwarded", XRealIP: "X-Real-IP"}
+// proxyHeaderNames are the headers' names as their specifications spell
+// them, by proxyHeader.
+var proxyHeaderNames = [...]string{xForwardedFor: "X-Forwarded-For", forwarded: "Forwarded", xRealIP: "X-Real-IP"}
 
-// String returns the header's name as its specification spells it
-// ("X-Real-IP"), or "ProxyHeader(N)" for an unknown one.
-func (h ProxyHeader) String() string {
-	if h.valid() {
-		return proxyHeaderNames[h]
+// parseProxyHeader returns the header name names, in any letter case
+// (empty: X-Forwarded-For).
+func parseProxyHeader(name string) (proxyHeader, error) {
+	if name == "" {
+		return xForwardedFor, nil
 	}
-	return fmt.Sprintf("ProxyHeader(%d)", uint8(h))
+	for h, n := range proxyHeaderNames {
+		if strings.EqualFold(name, n) {
+			return proxyHeader(h), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown proxy header %q (X-Forwarded-For, Forwarded or X-Real-IP)", name)
 }
-
-func (h ProxyHeader) valid() bool { return int(h) < len(proxyHeaderNames) }
 
 // IPOptions configures ClientIP, and the same rule for other doors
 // (NewIPResolver; grpclimit's ClientIP, where the peer is a call's and the
@@ -62,10 +56,26 @@ type IPOptions struct {
 	// trusted prefix is skipped as a hop, so a client inside one (or any
 	// client, with 0.0.0.0/0) can name its own key.
 	TrustedProxies []netip.Prefix
-	// Header is the forwarding header the trusted proxies set
-	// (XForwardedFor by default). Only that one is read: a proxy that sets
-	// one header passes the others through from the client untouched.
-	Header ProxyHeader
+	// Header is the forwarding header the trusted proxies set, by name in
+	// any letter case (another name is ErrConfig). Only that one is read: a
+	// proxy that sets one header passes the others through from the client
+	// untouched.
+	//
+	//   - "X-Forwarded-For" (the default, ""): a comma-separated list of
+	//     addresses, each proxy appending the address it received the
+	//     request from.
+	//   - "Forwarded": RFC 7239; the for= parameter of each element is the
+	//     address the appending proxy received the request from.
+	//   - "X-Real-IP": one address, the client's, which the proxy sets
+	//     (nginx: proxy_set_header X-Real-IP $remote_addr), replacing any
+	//     the client sent. It is not a list: two header lines, a list, or
+	//     anything else that is not one address is ignored, and the key is
+	//     then the trusted proxy's. The address is the client even when it
+	//     is in TrustedProxies.
+	//
+	// In gRPC metadata (grpclimit.ClientIP) the same field is read under
+	// its name lower-cased ("x-forwarded-for").
+	Header string
 	// IPv6Bits is the prefix length IPv6 clients are grouped by (default 64:
 	// one end site's subnet; an attacker usually holds a whole /64 and can
 	// rotate through its 2^64 addresses). 1 to 128.
@@ -99,7 +109,7 @@ type IPOptions struct {
 //     a trusted proxy is the client. Entries to its left were written by
 //     the client or by proxies we do not trust and are never looked at, so
 //     spoofed leftmost entries change nothing. (X-Real-IP has one entry,
-//     the client: see XRealIP.)
+//     the client: see IPOptions.Header.)
 //  4. An entry that is not an address ("unknown", an obfuscated
 //     identifier, garbage) ends the walk: the key is then the trusted hop
 //     that forwarded it, the last address we can vouch for. If every entry
@@ -114,7 +124,7 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	header := http.CanonicalHeaderKey(o.Header.String())
+	header := http.CanonicalHeaderKey(proxyHeaderNames[res.header])
 	return func(r *http.Request) (netip.Prefix, error) {
 		peer, unix, err := remotePeer(r.RemoteAddr)
 		if err != nil {
@@ -131,7 +141,7 @@ func ClientIP(o IPOptions) (KeyFunc[netip.Prefix], error) {
 type IPResolver struct {
 	trusted      []netip.Prefix // masked, IPv4-mapped prefixes unmapped
 	unixTrusted  bool
-	header       ProxyHeader
+	header       proxyHeader
 	bits4, bits6 int
 }
 
@@ -139,10 +149,11 @@ type IPResolver struct {
 // the invalid option, without a package prefix: ClientIP and
 // NewIPResolver wrap it in ErrConfig.
 func newResolver(o IPOptions) (*IPResolver, error) {
-	if !o.Header.valid() {
-		return nil, fmt.Errorf("unknown proxy header %v", o.Header)
+	header, err := parseProxyHeader(o.Header)
+	if err != nil {
+		return nil, err
 	}
-	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: o.Header}
+	r := &IPResolver{bits4: o.IPv4Bits, bits6: o.IPv6Bits, unixTrusted: o.TrustUnixSocket, header: header}
 	if r.bits4 == 0 {
 		r.bits4 = 32
 	}

@@ -11,7 +11,7 @@
 //	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 //	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 //		Key: key,
-//		Policies: []httplimit.Policy[netip.Prefix]{
+//		Policies: []atomiclimit.Policy[netip.Prefix]{
 //			{Name: "minute", Limiter: perMinute},
 //			{Name: "day", Limiter: perDay},
 //		},

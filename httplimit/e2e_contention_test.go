@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/internal/stacktest"
 )
 
@@ -22,7 +23,7 @@ func TestEndToEndStackContention(t *testing.T) {
 		t.Run(stacktest.Name(p), func(t *testing.T) {
 			gen := stacktest.Keyed[netip.Prefix](t, p[0].Generous)
 			strict := stacktest.Keyed[netip.Prefix](t, p[1].Strict)
-			m := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{
+			m := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{
 				{Name: "generous", Limiter: gen}, {Name: "strict", Limiter: strict}}})
 			srv := httptest.NewServer(m.Handler(okHandler))
 			defer srv.Close()

@@ -99,8 +99,8 @@ func TestEndToEndStacked(t *testing.T) {
 	mux := http.NewServeMux()
 	m := mustNew(t, Config[netip.Prefix]{
 		Key:      key,
-		Policies: []Policy[netip.Prefix]{{Name: "bucket", Limiter: bucket}, {Name: "window", Limiter: window}},
-		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "bucket", Limiter: bucket}, {Name: "window", Limiter: window}},
+		Routes:   map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 		Mux:      mux,
 	})
 	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "item") })

@@ -72,7 +72,7 @@ func TestEndToEndBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Name: "e2e", Limiter: lim}}})
+	m := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "e2e", Limiter: lim}}})
 	srv := httptest.NewServer(m.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok")
 	})))

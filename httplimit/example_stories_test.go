@@ -48,7 +48,7 @@ func Example_slidingLogPerUser() {
 		atomiclimit.WithClock(clock), atomiclimit.WithSweepInterval(0))
 	mw, _ := httplimit.New(httplimit.Config[string]{
 		Key:      byUser,
-		Policies: []httplimit.Policy[string]{{Name: "per-user", Limiter: perUser}},
+		Policies: []atomiclimit.Policy[string]{{Name: "per-user", Limiter: perUser}},
 	})
 	h := authenticated(mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
 
@@ -97,7 +97,7 @@ func Example_minuteAndDay() {
 	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key: key,
-		Policies: []httplimit.Policy[netip.Prefix]{
+		Policies: []atomiclimit.Policy[netip.Prefix]{
 			{Name: "minute", Limiter: minute},
 			{Name: "day", Limiter: day},
 		},

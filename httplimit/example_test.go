@@ -35,7 +35,7 @@ func Example() {
 	key, _ := httplimit.ClientIP(httplimit.IPOptions{})
 	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:      key,
-		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
 	})
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
@@ -82,7 +82,7 @@ func ExampleConfig_deny() {
 	lim, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(1), 1, atomiclimit.WithSweepInterval(0))
 	mw, _ := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:      httplimit.RemoteIP,
-		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
 		Deny: func(w http.ResponseWriter, r *http.Request, d httplimit.Denial) {
 			http.Error(w, "busy, try later", http.StatusServiceUnavailable)
 		},

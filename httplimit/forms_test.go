@@ -21,7 +21,7 @@ const (
 // gives.
 type fieldCase struct {
 	Name   string
-	Header ProxyHeader
+	Header string
 	Lines  []string // the field's lines (header lines, metadata values)
 	Key    string   // the client's prefix
 }
@@ -74,23 +74,23 @@ func fieldCases() []fieldCase {
 			key = casePeerKey
 		}
 		cs = append(cs,
-			fieldCase{f.name, XForwardedFor, []string{f.addr}, key},
-			fieldCase{f.name, XRealIP, []string{f.addr}, key},
-			fieldCase{f.name + ", quoted", Forwarded, []string{`for="` + f.addr + `"`}, key})
+			fieldCase{f.name, "X-Forwarded-For", []string{f.addr}, key},
+			fieldCase{f.name, "X-Real-IP", []string{f.addr}, key},
+			fieldCase{f.name + ", quoted", "Forwarded", []string{`for="` + f.addr + `"`}, key})
 		if f.unquoted {
-			cs = append(cs, fieldCase{f.name + ", unquoted", Forwarded, []string{"for=" + f.addr}, key})
+			cs = append(cs, fieldCase{f.name + ", unquoted", "Forwarded", []string{"for=" + f.addr}, key})
 		}
 	}
 	return append(cs,
 		// RFC 7239 wants an IPv6 node quoted; a bare one is taken unquoted
 		// only without a zone.
-		fieldCase{"zone, unquoted", Forwarded, []string{"for=fe80::1%eth0"}, casePeerKey},
-		fieldCase{"surrounding whitespace", XRealIP, []string{" 203.0.113.9 "}, "203.0.113.9/32"},
-		fieldCase{"a trusted address is the client", XRealIP, []string{"10.9.9.9"}, "10.9.9.9/32"},
-		fieldCase{"no line: the peer", XRealIP, nil, casePeerKey},
-		fieldCase{"empty", XRealIP, []string{""}, casePeerKey},
-		fieldCase{"two lines: the peer", XRealIP, []string{"198.51.100.1", "203.0.113.9"}, casePeerKey},
-		fieldCase{"a list: the peer", XRealIP, []string{"198.51.100.1, 203.0.113.9"}, casePeerKey},
-		fieldCase{"the same list in X-Forwarded-For", XForwardedFor, []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
+		fieldCase{"zone, unquoted", "Forwarded", []string{"for=fe80::1%eth0"}, casePeerKey},
+		fieldCase{"surrounding whitespace", "X-Real-IP", []string{" 203.0.113.9 "}, "203.0.113.9/32"},
+		fieldCase{"a trusted address is the client", "X-Real-IP", []string{"10.9.9.9"}, "10.9.9.9/32"},
+		fieldCase{"no line: the peer", "X-Real-IP", nil, casePeerKey},
+		fieldCase{"empty", "X-Real-IP", []string{""}, casePeerKey},
+		fieldCase{"two lines: the peer", "X-Real-IP", []string{"198.51.100.1", "203.0.113.9"}, casePeerKey},
+		fieldCase{"a list: the peer", "X-Real-IP", []string{"198.51.100.1, 203.0.113.9"}, casePeerKey},
+		fieldCase{"the same list in X-Forwarded-For", "X-Forwarded-For", []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9/32"},
 	)
 }

@@ -67,10 +67,10 @@ func (r *IPResolver) walked(peer netip.Addr, trusted bool, lines []string) netip
 // trusted peer, name: the rightmost untrusted entry of a list, or the one
 // address of X-Real-IP. Requires that peer is trusted.
 func (r *IPResolver) walk(lines []string, peer netip.Addr) netip.Addr {
-	if r.header == XRealIP {
+	if r.header == xRealIP {
 		return realIP(lines, peer)
 	}
-	forwarded := r.header == Forwarded
+	forwarded := r.header == forwarded
 	last := peer // the nearest hop we can vouch for
 	for i := len(lines) - 1; i >= 0; i-- {
 		s := lines[i]

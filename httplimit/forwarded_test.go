@@ -12,7 +12,7 @@ import (
 func TestResolver(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::ffff:172.16.0.0/108")}
 	xff, _ := newResolver(IPOptions{TrustedProxies: trusted})
-	fwd, _ := newResolver(IPOptions{TrustedProxies: trusted, Header: Forwarded, IPv6Bits: 48})
+	fwd, _ := newResolver(IPOptions{TrustedProxies: trusted, Header: "Forwarded", IPv6Bits: 48})
 	for _, tc := range []struct {
 		name  string
 		r     *IPResolver
@@ -50,7 +50,7 @@ func TestResolver(t *testing.T) {
 }
 
 func TestOptionsAndPeers(t *testing.T) {
-	for _, o := range []IPOptions{{IPv4Bits: 33}, {IPv6Bits: 129}, {IPv4Bits: -1}, {TrustedProxies: []netip.Prefix{{}}}, {Header: 3}} {
+	for _, o := range []IPOptions{{IPv4Bits: 33}, {IPv6Bits: 129}, {IPv4Bits: -1}, {TrustedProxies: []netip.Prefix{{}}}, {Header: "X-Client-IP"}} {
 		if _, err := newResolver(o); err == nil {
 			t.Errorf("newResolver(%+v) accepted", o)
 		}
@@ -98,34 +98,40 @@ func TestFieldsReadFormsAlike(t *testing.T) {
 	}
 }
 
-// The ProxyHeader names, and the metadata keys grpclimit reads them under
-// (lower-cased); an unknown header is refused.
+// IPOptions.Header names a header in any letter case, empty is
+// X-Forwarded-For, and any other name is refused.
 func TestProxyHeaderNames(t *testing.T) {
 	for _, tc := range []struct {
-		h    ProxyHeader
 		name string
+		want proxyHeader
 	}{
-		{XForwardedFor, "X-Forwarded-For"},
-		{Forwarded, "Forwarded"},
-		{XRealIP, "X-Real-IP"},
-		{3, "ProxyHeader(3)"},
+		{"", xForwardedFor},
+		{"X-Forwarded-For", xForwardedFor},
+		{"x-forwarded-for", xForwardedFor},
+		{"Forwarded", forwarded},
+		{"FORWARDED", forwarded},
+		{"X-Real-IP", xRealIP},
+		{"x-real-ip", xRealIP},
 	} {
-		if tc.h.String() != tc.name || tc.h.valid() != (tc.h < 3) {
-			t.Errorf("ProxyHeader(%d): %q %v", tc.h, tc.h.String(), tc.h.valid())
+		r, err := newResolver(IPOptions{Header: tc.name})
+		if err != nil || r.header != tc.want {
+			t.Errorf("Header %q: %v, %v; want %s", tc.name, r, err, proxyHeaderNames[tc.want])
 		}
 	}
-	if _, err := newResolver(IPOptions{Header: 3}); err == nil {
-		t.Error("newResolver accepted an unknown header")
+	for _, name := range []string{"X-Client-IP", "X-Forwarded-For ", "True-Client-IP", "X-Forwarded"} {
+		if _, err := newResolver(IPOptions{Header: name}); err == nil {
+			t.Errorf("Header %q accepted", name)
+		}
 	}
 }
 
 // The options are taken as they are: each field where it belongs.
 func TestNewResolver(t *testing.T) {
-	r, err := newResolver(IPOptions{TrustedProxies: caseTrusted, Header: XRealIP, IPv6Bits: 48, IPv4Bits: 24, TrustUnixSocket: true})
+	r, err := newResolver(IPOptions{TrustedProxies: caseTrusted, Header: "X-Real-IP", IPv6Bits: 48, IPv4Bits: 24, TrustUnixSocket: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.header != XRealIP || r.bits6 != 48 || r.bits4 != 24 || !r.unixTrusted || len(r.trusted) != 1 {
+	if r.header != xRealIP || r.bits6 != 48 || r.bits4 != 24 || !r.unixTrusted || len(r.trusted) != 1 {
 		t.Errorf("newResolver: %+v", r)
 	}
 }
@@ -156,7 +162,7 @@ func TestResolverKey(t *testing.T) {
 // TrustUnixSocket), and nothing is allocated. Invalid options are
 // ErrConfig.
 func TestIPResolver(t *testing.T) {
-	res, err := NewIPResolver(IPOptions{TrustedProxies: caseTrusted, Header: Forwarded})
+	res, err := NewIPResolver(IPOptions{TrustedProxies: caseTrusted, Header: "Forwarded"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
@@ -86,7 +87,7 @@ func intParam(it sfItem, k string) int64 {
 func TestHeadersTimeline(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(10, 10*time.Second), 5)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	steps := []struct {
 		advance     time.Duration
 		wantCode    int
@@ -187,7 +188,7 @@ func TestRetryAfterIsTheLeastSufficientWait(t *testing.T) {
 		c := newFakeClock()
 		lim := newKeyed[string](t, c, lc.limit, lc.burst)
 		h := mustNew(t, Config[string]{
-			Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}},
+			Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}},
 			Cost: func(*http.Request) int { return lc.cost },
 		}).Handler(okHandler)
 		denials := 0
@@ -241,7 +242,7 @@ func TestHeaderSets(t *testing.T) {
 			[]string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit"}, []string{"Retry-After", "RateLimit", "X-RateLimit-Reset"}},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: tc.set}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Headers: tc.set}).Handler(okHandler)
 		a := do(h, "GET", "/", "", "X-Client", "k")
 		d := do(h, "GET", "/", "", "X-Client", "k")
 		if a.Code != 200 || d.Code != 429 {
@@ -271,7 +272,7 @@ func TestHeaderSets(t *testing.T) {
 			t.Errorf("set %#x: denial Content-Type %q", tc.set, d.Header().Get("Content-Type"))
 		}
 	}
-	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Limiter: newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)}}, Headers: 0x80}); err == nil {
+	if _, err := New(Config[string]{Key: Header("X"), Policies: []atomiclimit.Policy[string]{{Limiter: newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)}}, Headers: 0x80}); err == nil {
 		t.Error("New accepted unknown header bits")
 	}
 }
@@ -294,7 +295,7 @@ func TestPolicyMapping(t *testing.T) {
 		{gcra.DenyAll, 1, `"default";q=0`},
 	} {
 		lim := newKeyed[string](t, newFakeClock(), tc.limit, tc.burst)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 		w := do(h, "GET", "/", "", "X-Client", "k")
 		if got := w.Header().Get("RateLimit-Policy"); got != tc.want {
 			t.Errorf("%v burst %d: RateLimit-Policy %q, want %q", tc.limit, tc.burst, got, tc.want)
@@ -305,7 +306,7 @@ func TestPolicyMapping(t *testing.T) {
 
 func TestDenyAllAndUnlimited(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.DenyAll, 1)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	if w.Code != 429 || w.Header().Get("Retry-After") != "" || w.Header().Get("RateLimit") != `"default";r=0` {
 		t.Errorf("DenyAll: %d, Retry-After %q, RateLimit %q", w.Code, w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
@@ -317,7 +318,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 	}
 
 	un := newKeyed[string](t, newFakeClock(), gcra.Unlimited, 1)
-	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: un}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
+	h = mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: un}}, Headers: DefaultHeaders | HeaderLegacy}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
 		w = do(h, "GET", "/", "", "X-Client", "k")
 		if w.Code != 200 || len(w.Header()) != 0 {
@@ -330,7 +331,7 @@ func TestDenyAllAndUnlimited(t *testing.T) {
 func TestPolicyNameEscaping(t *testing.T) {
 	name := `tier "gold" \ v2`
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 2)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: name, Limiter: lim}}, QuotaUnit: "requests"}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Name: name, Limiter: lim}}, QuotaUnit: "requests"}).Handler(okHandler)
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	pol, rate := checkFields(t, w.Header())
 	if pol.value != name || rate.value != name {
@@ -348,7 +349,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 		t.Errorf("problem body %s: %v %v", w.Body, p, err)
 	}
 	for _, bad := range []string{"é", "tab\there", "nl\n"} {
-		if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Name: bad, Limiter: lim}}}); err == nil {
+		if _, err := New(Config[string]{Key: Header("X"), Policies: []atomiclimit.Policy[string]{{Name: bad, Limiter: lim}}}); err == nil {
 			t.Errorf("New accepted policy name %q", bad)
 		}
 	}
@@ -357,7 +358,7 @@ func TestPolicyNameEscaping(t *testing.T) {
 func TestPartitionKey(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 2)
 	h := mustNew(t, Config[string]{
-		Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}},
+		Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}},
 		PartitionKey: func(k string) []byte { return []byte("id-" + k) },
 	}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
@@ -375,7 +376,7 @@ func TestPartitionKey(t *testing.T) {
 func TestDefaultDenyBody(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "per-minute", Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Name: "per-minute", Limiter: lim}}}).Handler(okHandler)
 	do(h, "GET", "/", "", "X-Client", "k")
 	c.Add(500 * time.Millisecond)
 	w := do(h, "GET", "/", "", "X-Client", "k")
@@ -401,7 +402,7 @@ func TestDefaultDenyBody(t *testing.T) {
 // Header checks on a real exchange, parsed from the wire by net/http's client.
 func TestHeadersOnTheWire(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy})
 	srv := httptest.NewServer(m.Handler(okHandler))
 	defer srv.Close()
 	for i, want := range []int{200, 429} {
@@ -439,7 +440,7 @@ func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 	} {
 		c := newFakeClock()
 		lim := newKeyed[string](t, c, lc.limit, lc.burst)
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 		pol, _ := checkFields(t, do(h, "GET", "/", "", "X-Client", "probe").Header())
 		q, w := int(intParam(pol, "q")), time.Duration(intParam(pol, "w"))*time.Second
 		for i := range 3 * q {
@@ -486,7 +487,7 @@ func TestPolicyHonouringClientNeverDenied(t *testing.T) {
 // that adds to, sets or deletes them changes its own response only.
 func TestSharedHeaderValues(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Second), 10)
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "p", Limiter: lim}}, Headers: DefaultHeaders | HeaderLegacy}).
 		Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add("RateLimit", `"inner";r=1`)
 			w.Header().Add("RateLimit-Policy", `"inner";q=1`)

@@ -21,19 +21,6 @@ var ErrConfig = errors.New("httplimit: invalid config")
 // negative cost.
 var ErrCost = errors.New("httplimit: negative request cost")
 
-// A Policy is a named limit: an item of the RateLimit-Policy and RateLimit
-// fields, and the limiter that enforces it. Any atomiclimit.KeyedLimiter
-// serves: *atomiclimit.Keyed for every rule, or redislimit.Limiter for a
-// limit a fleet shares through Redis.
-type Policy[K comparable] struct {
-	// Name identifies the policy in the headers, the problem body and the
-	// hooks; unique among the policies one request can meet. Printable
-	// ASCII. Empty: "default" for a lone Config.Policies entry; required
-	// otherwise.
-	Name    string
-	Limiter atomiclimit.KeyedLimiter[K]
-}
-
 // Config configures a Middleware. Key and Policy.Limiter are required; the
 // zero value of every other field is a working default.
 type Config[K comparable] struct {
@@ -44,13 +31,17 @@ type Config[K comparable] struct {
 	// Exclude does not pass), all at once: a request is admitted only if
 	// every policy admits it, and when one denies, what the others took
 	// is given back (see "Stacked policies" in the package doc). At most 8,
-	// counting a route's.
-	Policies []Policy[K]
+	// counting a route's. A policy's Name is its item in the headers, the
+	// problem body and the hooks: printable ASCII, unique among the
+	// policies one request can meet; empty is "default" for a lone entry.
+	// Any atomiclimit.KeyedLimiter serves: *atomiclimit.Keyed for every
+	// rule, or a redislimit.Limiter for a limit a fleet shares.
+	Policies []atomiclimit.Policy[K]
 	// Routes adds a policy for the requests of a ServeMux pattern, on top
 	// of Policies, e.g. {"POST /login": {Name: "login", Limiter: strict}}.
 	// A request's pattern is r.Pattern, or, when that is empty and Mux is
 	// set, the pattern Mux would route it to.
-	Routes map[string]Policy[K]
+	Routes map[string]atomiclimit.Policy[K]
 	// Mux finds the pattern of a request the middleware sees before the
 	// mux does (a middleware that wraps the mux). Required with Routes (New
 	// fails without it); r.Pattern is used first when the mux has set it.

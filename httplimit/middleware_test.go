@@ -45,7 +45,7 @@ func req(method, target string, hdr ...string) *http.Request {
 
 func TestKeyHeader(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
-	h := mustNew(t, Config[string]{Key: Header("x-client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("x-client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
 		req("GET", "/", "X-Client", "a"), req("GET", "/", "X-Client", "a"),
 		req("GET", "/", "X-Client", "b"), req("GET", "/"), req("GET", "/", "X-Client", ""))
@@ -61,7 +61,7 @@ func TestKeyHeader(t *testing.T) {
 func TestKeyAPIKey(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	issued := map[string]bool{"k1": true, "k2": true}
-	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: APIKey("Authorization", func(k string) bool { return issued[k] }), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	got := admits(h,
 		req("GET", "/", "Authorization", "Bearer k1"),
 		req("GET", "/", "Authorization", "bearer  k1 "), // same key
@@ -117,7 +117,7 @@ func TestIssue28KeyBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 10)
 			h := newCountingHook()
-			srv := httptest.NewServer(mustNew(t, Config[string]{Key: tc.key, Policies: []Policy[string]{{Limiter: lim}}, Hook: h.hook()}).Handler(okHandler))
+			srv := httptest.NewServer(mustNew(t, Config[string]{Key: tc.key, Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Hook: h.hook()}).Handler(okHandler))
 			defer srv.Close()
 			send := func(n int) int {
 				t.Helper()
@@ -160,7 +160,7 @@ func TestIssue28KeyBound(t *testing.T) {
 
 func TestKeyRoute(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
-	m := mustNew(t, Config[string]{Key: Route, Policies: []Policy[string]{{Limiter: lim}}})
+	m := mustNew(t, Config[string]{Key: Route, Policies: []atomiclimit.Policy[string]{{Limiter: lim}}})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", m.Handler(okHandler))
 	mux.Handle("GET /users/{id}", m.Handler(okHandler))
@@ -175,7 +175,7 @@ func TestKeyRoute(t *testing.T) {
 	lim2 := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	inner := http.NewServeMux()
 	inner.Handle("GET /items/{id}", okHandler)
-	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policies: []Policy[string]{{Limiter: lim2}}}).Handler(inner)
+	h := mustNew(t, Config[string]{Key: RouteOf(inner), Policies: []atomiclimit.Policy[string]{{Limiter: lim2}}}).Handler(inner)
 	if got := admits(h, req("GET", "/items/1"), req("GET", "/items/2"), req("GET", "/nowhere")); got != "ADE" {
 		t.Errorf("RouteOf: %s, want ADE", got)
 	}
@@ -183,14 +183,14 @@ func TestKeyRoute(t *testing.T) {
 
 func TestKeyMethodCompose(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
-	h := mustNew(t, Config[string]{Key: Method, Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Method, Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if got := admits(h, req("GET", "/"), req("POST", "/"), req("GET", "/a")); got != "AAD" {
 		t.Errorf("Method: %s, want AAD", got)
 	}
 
 	ipRoute := Compose(RemoteIP, Method)
 	lim2 := newKeyed[Pair[netip.Prefix, string]](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
-	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policies: []Policy[Pair[netip.Prefix, string]]{{Limiter: lim2}}}).Handler(okHandler)
+	h = mustNew(t, Config[Pair[netip.Prefix, string]]{Key: ipRoute, Policies: []atomiclimit.Policy[Pair[netip.Prefix, string]]{{Limiter: lim2}}}).Handler(okHandler)
 	r1, r2, r3 := req("GET", "/"), req("POST", "/"), req("GET", "/")
 	r3.RemoteAddr = "198.51.100.7:1"
 	if got := admits(h, r1, r2, r3, req("GET", "/")); got != "AAAD" {
@@ -231,8 +231,8 @@ func TestRoutes(t *testing.T) {
 	mux := http.NewServeMux()
 	m := mustNew(t, Config[netip.Prefix]{
 		Key:      RemoteIP,
-		Policies: []Policy[netip.Prefix]{{Limiter: def}},
-		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: def}},
+		Routes:   map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 		Mux:      mux,
 		Hook:     hook.hook(),
 	})
@@ -266,13 +266,13 @@ func TestRoutes(t *testing.T) {
 	inner.Handle("POST /login", okHandler)
 	inner.Handle("/", okHandler)
 	outer := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c2, gcra.Per(100, time.Minute), 100)}},
-		Routes: map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login2}}, Mux: inner,
+		Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c2, gcra.Per(100, time.Minute), 100)}},
+		Routes: map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login2}}, Mux: inner,
 	}).Handler(inner)
 	if got := admits(outer, req("POST", "/login"), req("POST", "/login"), req("GET", "/")); got != "ADA" {
 		t.Errorf("routes via Mux: %s, want ADA", got)
 	}
-	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: def}}, Routes: map[string]Policy[netip.Prefix]{"/x": {Limiter: login}}, Mux: inner}); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: def}}, Routes: map[string]atomiclimit.Policy[netip.Prefix]{"/x": {Limiter: login}}, Mux: inner}); !errors.Is(err, ErrConfig) {
 		t.Errorf("unnamed route policy: %v", err)
 	}
 }
@@ -286,8 +286,8 @@ func TestRoutesNeedMux(t *testing.T) {
 	login := newKeyed[netip.Prefix](t, c, gcra.Per(3, time.Minute), 3)
 	_, err := New(Config[netip.Prefix]{
 		Key:      RemoteIP,
-		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
-		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
+		Routes:   map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 	})
 	if !errors.Is(err, ErrConfig) {
 		t.Fatalf("Routes without Mux: err = %v, want ErrConfig", err)
@@ -297,8 +297,8 @@ func TestRoutesNeedMux(t *testing.T) {
 	mux.Handle("POST /login", okHandler)
 	h := mustNew(t, Config[netip.Prefix]{
 		Key:      RemoteIP,
-		Policies: []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
-		Routes:   map[string]Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, c, gcra.Per(100, time.Minute), 100)}},
+		Routes:   map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: "login", Limiter: login}},
 		Mux:      mux,
 	}).Handler(mux)
 	if got := admits(h, req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login"), req("POST", "/login")); got != "AAADD" {
@@ -310,7 +310,7 @@ func TestExclude(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
+		Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
 		Exclude: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	}).Handler(okHandler)
 	for i := 0; i < 3; i++ {
@@ -329,7 +329,7 @@ func TestExclude(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(2, time.Minute), 2)
 	hook := newCountingHook()
-	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(), DryRun: true}).Handler(okHandler)
+	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(), DryRun: true}).Handler(okHandler)
 	for i := 0; i < 5; i++ {
 		w := do(h, "GET", "/", "")
 		if w.Code != 200 || w.Header().Get("Retry-After") != "" {
@@ -349,7 +349,7 @@ func TestCost(t *testing.T) {
 	lim := newKeyed[netip.Prefix](t, c, gcra.Per(1, time.Second), 5)
 	hook := newCountingHook()
 	h := mustNew(t, Config[netip.Prefix]{
-		Key: RemoteIP, Policies: []Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
+		Key: RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: lim}}, Hook: hook.hook(),
 		Cost: func(r *http.Request) int {
 			switch r.URL.Path {
 			case "/free":
@@ -397,7 +397,7 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	var got Denial
 	h := mustNew(t, Config[string]{
-		Key: Header("X-Client"), Policies: []Policy[string]{{Name: "p", Limiter: lim}},
+		Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Name: "p", Limiter: lim}},
 		Deny: func(w http.ResponseWriter, r *http.Request, d Denial) {
 			got = d
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -416,7 +416,7 @@ func TestCustomDenyAndErrorHandlers(t *testing.T) {
 
 func TestSetLimitChangesHeaders(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(10, time.Minute), 10)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	if w := do(h, "GET", "/", "", "X-Client", "k"); w.Header().Get("RateLimit-Policy") != `"default";q=10;w=60` {
 		t.Errorf("before: %q", w.Header().Get("RateLimit-Policy"))
 	}
@@ -432,7 +432,7 @@ func TestReportEvictions(t *testing.T) {
 	c := newFakeClock()
 	lim := newKeyed[string](t, c, gcra.Per(1, time.Second), 1)
 	hook := newCountingHook()
-	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}, Hook: hook.hook()})
+	m := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, Hook: hook.hook()})
 	h := m.Handler(okHandler)
 	for _, k := range []string{"a", "b", "c"} {
 		do(h, "GET", "/", "", "X-Client", k)
@@ -455,9 +455,9 @@ func TestReportEvictions(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Second), 1)
 	for name, c := range map[string]Config[string]{
-		"no key":     {Policies: []Policy[string]{{Limiter: lim}}},
+		"no key":     {Policies: []atomiclimit.Policy[string]{{Limiter: lim}}},
 		"no limiter": {Key: Method},
-		"bad unit":   {Key: Method, Policies: []Policy[string]{{Limiter: lim}}, QuotaUnit: "bytes\n"},
+		"bad unit":   {Key: Method, Policies: []atomiclimit.Policy[string]{{Limiter: lim}}, QuotaUnit: "bytes\n"},
 	} {
 		if _, err := New(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -497,7 +497,7 @@ func TestAllowPathAllocs(t *testing.T) {
 		{"headers=all", DefaultHeaders | HeaderLegacy, nil, 0, lim},
 		{"headers=default/burst=2^30", DefaultHeaders, nil, 0, big},
 	} {
-		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []Policy[netip.Prefix]{{Limiter: tc.lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
+		h := mustNew(t, Config[netip.Prefix]{Key: key, Policies: []atomiclimit.Policy[netip.Prefix]{{Limiter: tc.lim}}, Headers: tc.headers, Hook: tc.hook}).Handler(okHandler)
 		h.ServeHTTP(w, r) // create the key
 		n := testing.AllocsPerRun(1000, func() {
 			w.reset()
@@ -524,7 +524,7 @@ func TestAllowPathAllocsAcrossTiers(t *testing.T) {
 	if err := lim.SetKeyRule("paid", atomiclimit.GCRA(gcra.Per(1_000_000_000, time.Second), 120)); err != nil { // r stays within the prebuilt table (tableMax)
 		t.Fatal(err)
 	}
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Limiter: lim}}}).Handler(okHandler)
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Limiter: lim}}}).Handler(okHandler)
 	free, paid := httptest.NewRequest("GET", "/", nil), httptest.NewRequest("GET", "/", nil)
 	free.Header.Set("X-Client", "free")
 	paid.Header.Set("X-Client", "paid")
@@ -581,17 +581,17 @@ func TestDenyPathAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		want float64
-		pols func() []Policy[netip.Prefix]
+		pols func() []atomiclimit.Policy[netip.Prefix]
 	}{
-		{"policies=1", 0, func() []Policy[netip.Prefix] {
-			return []Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+		{"policies=1", 0, func() []atomiclimit.Policy[netip.Prefix] {
+			return []atomiclimit.Policy[netip.Prefix]{{Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
 		}},
-		{"policies=2/denied=second", 1, func() []Policy[netip.Prefix] {
+		{"policies=2/denied=second", 1, func() []atomiclimit.Policy[netip.Prefix] {
 			lim, err := atomiclimit.NewKeyed[netip.Prefix](gcra.Per(1_000_000_000, time.Second), 100, atomiclimit.WithSweepInterval(0))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return []Policy[netip.Prefix]{{Name: "a", Limiter: lim}, {Name: "b", Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
+			return []atomiclimit.Policy[netip.Prefix]{{Name: "a", Limiter: lim}, {Name: "b", Limiter: newKeyed[netip.Prefix](t, newFakeClock(), gcra.Per(1, time.Hour), 1)}}
 		}},
 	} {
 		h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Policies: tc.pols()}).Handler(okHandler)

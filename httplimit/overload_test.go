@@ -24,7 +24,7 @@ func TestFullKeyTableIsOverload(t *testing.T) {
 	hook := newCountingHook()
 	var got Denial
 	h := mustNew(t, Config[netip.Prefix]{Key: RemoteIP, Hook: hook.hook(),
-		Policies: []Policy[netip.Prefix]{{Name: "ip", Limiter: lim}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "ip", Limiter: lim}},
 		Deny:     func(w http.ResponseWriter, r *http.Request, d Denial) { got = d; DefaultDeny(w, r, d) },
 	}).Handler(okHandler)
 

@@ -26,7 +26,7 @@ func TestStackedAllOrNothing(t *testing.T) {
 	minute := newKeyed[string](t, c, gcra.Per(3, time.Minute), 3)
 	day := newKeyed[string](t, c, gcra.Per(5, 24*time.Hour), 5)
 	hook := newCountingHook()
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []atomiclimit.Policy[string]{
 		{Name: "minute", Limiter: minute}, {Name: "day", Limiter: day},
 	}}).Handler(okHandler)
 
@@ -88,7 +88,7 @@ func TestStackedEveryViolatedPolicy(t *testing.T) {
 	b := newKeyed[string](t, c, gcra.Per(1, time.Hour), 1)
 	d := newKeyed[string](t, c, gcra.Per(10, time.Second), 10)
 	var got Denial
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{
 		{Name: "a", Limiter: a}, {Name: "b", Limiter: b}, {Name: "d", Limiter: d},
 	}, Cost: func(r *http.Request) int {
 		if r.URL.Path == "/big" {
@@ -127,7 +127,7 @@ func TestStackedLogAskedLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{
 		{Name: "log", Limiter: log}, {Name: "gcra", Limiter: other},
 	}}).Handler(okHandler)
 	do(h, "GET", "/", "", "X-Client", "k")
@@ -143,7 +143,7 @@ func TestStackedLogAskedLast(t *testing.T) {
 	}
 	log2, _ := atomiclimit.NewKeyedRule[string](atomiclimit.SlidingLog(2, time.Minute))
 	defer log2.Close()
-	if _, err := New(Config[string]{Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: log}, {Name: "b", Limiter: log2}}}); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config[string]{Key: Header("X"), Policies: []atomiclimit.Policy[string]{{Name: "a", Limiter: log}, {Name: "b", Limiter: log2}}}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("two policies that cannot give back: %v", err)
 	}
 }
@@ -190,7 +190,7 @@ func TestStackedOutage(t *testing.T) {
 	local := newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)
 	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10), err: errors.New("store down")}
 	hook := newCountingHook()
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []atomiclimit.Policy[string]{
 		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
 	}}).Handler(okHandler)
 
@@ -228,7 +228,7 @@ func TestStackedCallerGone(t *testing.T) {
 	remote := &flaky{Keyed: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10), blocked: make(chan struct{})}
 	hook := newCountingHook()
 	served := false
-	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []Policy[string]{
+	h := mustNew(t, Config[string]{Key: Header("X-Client"), Hook: hook.hook(), Policies: []atomiclimit.Policy[string]{
 		{Name: "local", Limiter: local}, {Name: "remote", Limiter: remote},
 	}}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -256,8 +256,8 @@ func TestStackedCallerGone(t *testing.T) {
 // wait.
 func TestNestedMiddlewaresExtendFields(t *testing.T) {
 	c := newFakeClock()
-	outer := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
-	inner := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)}}})
+	outer := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
+	inner := mustNew(t, Config[string]{Key: Header("X-Client"), Policies: []atomiclimit.Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(1, time.Minute), 1)}}})
 	h := outer.Handler(inner.Handler(okHandler))
 	w := do(h, "GET", "/", "", "X-Client", "k")
 	if got := w.Header().Get("RateLimit"); got != `"server";r=9, "api";r=0;t=60` {
@@ -270,8 +270,8 @@ func TestNestedMiddlewaresExtendFields(t *testing.T) {
 
 	// The legacy headers hold one integer each: the set with the fewest
 	// remaining, not a list.
-	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
-	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(5, time.Minute), 5)}}})
+	outerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []atomiclimit.Policy[string]{{Name: "server", Limiter: newKeyed[string](t, c, gcra.Per(10, time.Minute), 10)}}})
+	innerAll := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: DefaultHeaders | HeaderLegacy, Policies: []atomiclimit.Policy[string]{{Name: "api", Limiter: newKeyed[string](t, c, gcra.Per(5, time.Minute), 5)}}})
 	w = do(outerAll.Handler(innerAll.Handler(okHandler)), "GET", "/", "", "X-Client", "k")
 	if got := fmt.Sprint(w.Header().Values("X-Ratelimit-Limit"), w.Header().Values("X-Ratelimit-Remaining")); got != "[5] [4]" {
 		t.Fatalf("legacy headers %s, want the inner policy's alone (fewest remaining)", got)
@@ -327,13 +327,13 @@ func TestStackConfigErrors(t *testing.T) {
 	lim := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	for name, c := range map[string]Config[string]{
 		"no policy":      {Key: Header("X")},
-		"unnamed of two": {Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: lim}, {Limiter: lim}}},
-		"same name":      {Key: Header("X"), Policies: []Policy[string]{{Name: "a", Limiter: lim}, {Name: "a", Limiter: lim}}},
-		"route same name": {Key: Header("X"), Mux: http.NewServeMux(), Policies: []Policy[string]{{Name: "a", Limiter: lim}},
-			Routes: map[string]Policy[string]{"/x": {Name: "a", Limiter: lim}}},
-		"nine": {Key: Header("X"), Policies: func() (ps []Policy[string]) {
+		"unnamed of two": {Key: Header("X"), Policies: []atomiclimit.Policy[string]{{Name: "a", Limiter: lim}, {Limiter: lim}}},
+		"same name":      {Key: Header("X"), Policies: []atomiclimit.Policy[string]{{Name: "a", Limiter: lim}, {Name: "a", Limiter: lim}}},
+		"route same name": {Key: Header("X"), Mux: http.NewServeMux(), Policies: []atomiclimit.Policy[string]{{Name: "a", Limiter: lim}},
+			Routes: map[string]atomiclimit.Policy[string]{"/x": {Name: "a", Limiter: lim}}},
+		"nine": {Key: Header("X"), Policies: func() (ps []atomiclimit.Policy[string]) {
 			for _, n := range "abcdefghi" {
-				ps = append(ps, Policy[string]{Name: string(n), Limiter: lim})
+				ps = append(ps, atomiclimit.Policy[string]{Name: string(n), Limiter: lim})
 			}
 			return ps
 		}()},
@@ -360,7 +360,7 @@ func TestStackedAllowPathAllocs(t *testing.T) {
 			}
 			return k
 		}
-		h := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: tc.set, Policies: []Policy[string]{
+		h := mustNew(t, Config[string]{Key: Header("X-Client"), Headers: tc.set, Policies: []atomiclimit.Policy[string]{
 			{Name: "a", Limiter: lim()}, {Name: "b", Limiter: lim()}}}).Handler(okHandler)
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-Client", "k")
@@ -382,7 +382,7 @@ func TestStackedAllowPathAllocs(t *testing.T) {
 func TestPoliciesAdd(t *testing.T) {
 	g := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	ps := policies[string]{unit: "requests"}
-	pols, err := ps.addList("Policies", []Policy[string]{{Limiter: g}})
+	pols, err := ps.addList("Policies", []atomiclimit.Policy[string]{{Limiter: g}})
 	if err != nil || len(pols) != 1 || pols[0].Name != "default" || pols[0].problems.names[0] != "default" {
 		t.Fatalf("lone policy: %v %+v", err, pols)
 	}
@@ -393,18 +393,18 @@ func TestPoliciesAdd(t *testing.T) {
 		t.Errorf("no policies: %v %v", pols, err)
 	}
 	for _, tc := range []struct {
-		ps   []Policy[string]
+		ps   []atomiclimit.Policy[string]
 		want string
 	}{
-		{[]Policy[string]{{Name: "a", Limiter: g}, {Limiter: g}}, "Policies[1] has no name"},
-		{[]Policy[string]{{Name: "a"}}, "Policies[0] has no Limiter"},
-		{[]Policy[string]{{Name: "é", Limiter: g}}, `Policies[0] name "é": only printable ASCII can be a structured-field string`},
+		{[]atomiclimit.Policy[string]{{Name: "a", Limiter: g}, {Limiter: g}}, "Policies[1] has no name"},
+		{[]atomiclimit.Policy[string]{{Name: "a"}}, "Policies[0] has no Limiter"},
+		{[]atomiclimit.Policy[string]{{Name: "é", Limiter: g}}, `Policies[0] name "é": only printable ASCII can be a structured-field string`},
 	} {
 		if _, err := ps.addList("Policies", tc.ps); err == nil || err.Error() != tc.want {
 			t.Errorf("%+v: %v, want %s", tc.ps, err, tc.want)
 		}
 	}
-	two, _ := ps.addList("Policies", []Policy[string]{{Name: "a", Limiter: g}, {Name: "a", Limiter: g}})
+	two, _ := ps.addList("Policies", []atomiclimit.Policy[string]{{Name: "a", Limiter: g}, {Name: "a", Limiter: g}})
 	if _, err := newStack("Policies", two); !errors.Is(err, atomiclimit.ErrStack) || !strings.HasSuffix(err.Error(), `two policies named "a" for the same requests (Policies)`) {
 		t.Errorf("two named a: %v", err)
 	}
@@ -420,8 +420,8 @@ func TestRouteStacks(t *testing.T) {
 	g := newKeyed[string](t, newFakeClock(), gcra.Per(1, time.Minute), 1)
 	mux := http.NewServeMux()
 	m := mustNew(t, Config[string]{Key: Header("X"), Mux: mux,
-		Policies: []Policy[string]{{Name: "a", Limiter: g}, {Name: "b", Limiter: g}},
-		Routes:   map[string]Policy[string]{"/r1": {Name: "r1", Limiter: g}, "/r2": {Name: "r2", Limiter: g}},
+		Policies: []atomiclimit.Policy[string]{{Name: "a", Limiter: g}, {Name: "b", Limiter: g}},
+		Routes:   map[string]atomiclimit.Policy[string]{"/r1": {Name: "r1", Limiter: g}, "/r2": {Name: "r2", Limiter: g}},
 	})
 	s1, s2 := m.routes["/r1"], m.routes["/r2"]
 	if m.def.Len() != 2 || s1.Len() != 3 || s2.Len() != 3 || s1.Policy(2).Name != "r1" || s2.Policy(2).Name != "r2" {
@@ -432,7 +432,7 @@ func TestRouteStacks(t *testing.T) {
 			t.Errorf("policy %d: its fields or bodies differ between stacks", j)
 		}
 	}
-	only := mustNew(t, Config[string]{Key: Header("X"), Mux: mux, Routes: map[string]Policy[string]{"/r": {Name: "r", Limiter: g}}})
+	only := mustNew(t, Config[string]{Key: Header("X"), Mux: mux, Routes: map[string]atomiclimit.Policy[string]{"/r": {Name: "r", Limiter: g}}})
 	if only.def != nil || only.routes["/r"].Len() != 1 {
 		t.Errorf("routes alone: %v %v", only.def, only.routes["/r"])
 	}
@@ -475,7 +475,7 @@ func TestReportEvictionsConcurrent(t *testing.T) {
 		mu.Unlock()
 	}}
 	m := mustNew(t, Config[string]{Key: Header("X"), Hook: h,
-		Policies: []Policy[string]{{Name: "ev", Limiter: ev}, {Name: "plain", Limiter: plainLimiter{ev.Keyed}}}})
+		Policies: []atomiclimit.Policy[string]{{Name: "ev", Limiter: ev}, {Name: "plain", Limiter: plainLimiter{ev.Keyed}}}})
 	m.pols.reportEvictions(nil)                 // no hook: nothing, no panic
 	m.pols.reportEvictions(&atomiclimit.Hook{}) // no Evicted: nothing, no panic
 	const workers, rounds = 4, 500

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/atomiclimit/atomiclimit"
 	"github.com/atomiclimit/atomiclimit/gcra"
 	"github.com/atomiclimit/atomiclimit/httplimit"
 	"github.com/atomiclimit/atomiclimit/redislimit"
@@ -36,7 +37,7 @@ func Example_fleet() {
 		}
 		mw, err := httplimit.New(httplimit.Config[string]{
 			Key:      httplimit.Header("X-API-Key"),
-			Policies: []httplimit.Policy[string]{{Name: "fleet", Limiter: lim}},
+			Policies: []atomiclimit.Policy[string]{{Name: "fleet", Limiter: lim}},
 		})
 		if err != nil {
 			panic(err)

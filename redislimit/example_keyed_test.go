@@ -45,7 +45,7 @@ func ExampleNewKeyed() {
 	}
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:      httplimit.RemoteIP,
-		Policies: []httplimit.Policy[netip.Prefix]{{Name: "client", Limiter: perClient}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "client", Limiter: perClient}},
 	})
 	if err != nil {
 		panic(err)

@@ -173,7 +173,7 @@ func TestHTTPOutage(t *testing.T) {
 			hook := newEventHook()
 			mw, err := httplimit.New(httplimit.Config[string]{
 				Key:      httplimit.Header("X-Client"),
-				Policies: []httplimit.Policy[string]{{Name: "redis", Limiter: l}},
+				Policies: []atomiclimit.Policy[string]{{Name: "redis", Limiter: l}},
 				Hook:     hook.hook(),
 			})
 			require.NoError(t, err)
@@ -286,7 +286,7 @@ func TestHTTPOutageStacked(t *testing.T) {
 	hook := newEventHook()
 	mw, err := httplimit.New(httplimit.Config[string]{
 		Key: httplimit.Header("X-Client"),
-		Policies: []httplimit.Policy[string]{
+		Policies: []atomiclimit.Policy[string]{
 			{Name: "local", Limiter: local},
 			{Name: "redis", Limiter: remote},
 		},
@@ -347,7 +347,7 @@ func TestHTTPOutageFallbackGivenBack(t *testing.T) {
 	require.NoError(t, err)
 	mw, err := httplimit.New(httplimit.Config[string]{
 		Key: httplimit.Header("X-Client"),
-		Policies: []httplimit.Policy[string]{
+		Policies: []atomiclimit.Policy[string]{
 			{Name: "redis", Limiter: remote},
 			{Name: "strict", Limiter: strict},
 		},
@@ -438,7 +438,7 @@ func TestHTTPOutageUnderLoad(t *testing.T) {
 			}
 			mw, err := httplimit.New(httplimit.Config[string]{
 				Key:      httplimit.Header("X-Client"),
-				Policies: []httplimit.Policy[string]{{Name: "redis", Limiter: l}},
+				Policies: []atomiclimit.Policy[string]{{Name: "redis", Limiter: l}},
 				Hook:     hook,
 			})
 			require.NoError(t, err)
@@ -586,7 +586,7 @@ func TestHTTPClientIPFleet(t *testing.T) {
 	handler := func(w, b atomiclimit.KeyedLimiter[netip.Prefix]) http.Handler {
 		mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
 			Key:      httplimit.RemoteIP,
-			Policies: []httplimit.Policy[netip.Prefix]{{Name: "window", Limiter: w}, {Name: "burst", Limiter: b}},
+			Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "window", Limiter: w}, {Name: "burst", Limiter: b}},
 		})
 		require.NoError(t, err)
 		return mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

@@ -75,7 +75,7 @@ func hammer(t *testing.T, h http.Handler, key string) (served, denied int64) {
 
 // stackedServer is the middleware of policies around a handler that counts
 // the requests it serves.
-func stackedServer(t *testing.T, hook *eventHook, policies ...httplimit.Policy[string]) (http.Handler, *atomic.Int64) {
+func stackedServer(t *testing.T, hook *eventHook, policies ...atomiclimit.Policy[string]) (http.Handler, *atomic.Int64) {
 	t.Helper()
 	mw, err := httplimit.New(httplimit.Config[string]{Key: httplimit.Header("X-Client"), Policies: policies, Hook: hook.hook()})
 	require.NoError(t, err)
@@ -87,13 +87,13 @@ func stackedServer(t *testing.T, hook *eventHook, policies ...httplimit.Policy[s
 }
 
 // stack returns the policies remote and local in the order asked for.
-func stack(remote, local atomiclimit.KeyedLimiter[string], remoteFirst bool) []httplimit.Policy[string] {
-	r := httplimit.Policy[string]{Name: "redis", Limiter: remote}
-	l := httplimit.Policy[string]{Name: "local", Limiter: local}
+func stack(remote, local atomiclimit.KeyedLimiter[string], remoteFirst bool) []atomiclimit.Policy[string] {
+	r := atomiclimit.Policy[string]{Name: "redis", Limiter: remote}
+	l := atomiclimit.Policy[string]{Name: "local", Limiter: local}
 	if remoteFirst {
-		return []httplimit.Policy[string]{r, l}
+		return []atomiclimit.Policy[string]{r, l}
 	}
-	return []httplimit.Policy[string]{l, r}
+	return []atomiclimit.Policy[string]{l, r}
 }
 
 func order(remoteFirst bool) string {

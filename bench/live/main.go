@@ -154,7 +154,7 @@ func httpHandler(variant string, l limit) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := httplimit.New(httplimit.Config[netip.Prefix]{Key: httplimit.RemoteIP, Policies: []httplimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}}})
+		m, err := httplimit.New(httplimit.Config[netip.Prefix]{Key: httplimit.RemoteIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}}})
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func grpcOptions(variant string, l limit) ([]grpc.ServerOption, error) {
 		if err != nil {
 			return nil, err
 		}
-		m, err := grpclimit.New(grpclimit.Config[netip.Prefix]{Key: grpclimit.PeerIP, Policies: []grpclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}}})
+		m, err := grpclimit.New(grpclimit.Config[netip.Prefix]{Key: grpclimit.PeerIP, Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "default", Limiter: lim}}})
 		if err != nil {
 			return nil, err
 		}

@@ -195,11 +195,11 @@ func run(d time.Duration) error {
 	mux := http.NewServeMux()
 	perIP, err := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key: key,
-		Policies: []httplimit.Policy[netip.Prefix]{
+		Policies: []atomiclimit.Policy[netip.Prefix]{
 			{Name: minutePolicy.name, Limiter: minute},
 			{Name: dayPolicy.name, Limiter: day},
 		},
-		Routes:  map[string]httplimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
+		Routes:  map[string]atomiclimit.Policy[netip.Prefix]{"POST /login": {Name: loginPolicy.name, Limiter: login}},
 		Mux:     mux,
 		Exclude: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/reports") },
 		Hook:    h.Hook(),
@@ -209,7 +209,7 @@ func run(d time.Duration) error {
 	}
 	users, err := httplimit.New(httplimit.Config[string]{
 		Key:      byUser,
-		Policies: []httplimit.Policy[string]{{Name: userPolicy.name, Limiter: perUser}},
+		Policies: []atomiclimit.Policy[string]{{Name: userPolicy.name, Limiter: perUser}},
 		Hook:     h.Hook(),
 	})
 	if err != nil {

@@ -34,10 +34,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/atomiclimit/atomiclimit"
-	"github.com/atomiclimit/atomiclimit/gcra"
-	"github.com/atomiclimit/atomiclimit/grpclimit"
-	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,6 +41,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/atomiclimit/atomiclimit"
+	"github.com/atomiclimit/atomiclimit/gcra"
+	"github.com/atomiclimit/atomiclimit/grpclimit"
+	"github.com/atomiclimit/atomiclimit/grpclimit/internal/echo"
 )
 
 const (
@@ -113,8 +114,8 @@ func run(d time.Duration) error {
 	msgs, _ := atomiclimit.NewKeyed[string](atomiclimit.PerSecond(50), 10)
 	lim, err := grpclimit.New(grpclimit.Config[string]{
 		Key:      grpclimit.APIKey("x-api-key", nil),
-		Policies: []grpclimit.Policy[string]{{Name: "per-key", Limiter: rec}},
-		Messages: []grpclimit.Policy[string]{{Name: "messages", Limiter: msgs}},
+		Policies: []atomiclimit.Policy[string]{{Name: "per-key", Limiter: rec}},
+		Messages: []atomiclimit.Policy[string]{{Name: "messages", Limiter: msgs}},
 	})
 	if err != nil {
 		return err
@@ -187,7 +188,7 @@ func run(d time.Duration) error {
 	self, _ := atomiclimit.NewKeyed[string](atomiclimit.PerSecond(18), 4)
 	pacer, _ := grpclimit.NewPacer(grpclimit.PacerConfig[string]{
 		Key:      func(context.Context, string) (string, error) { return "self", nil },
-		Policies: []grpclimit.Policy[string]{{Name: "self", Limiter: self}},
+		Policies: []atomiclimit.Policy[string]{{Name: "self", Limiter: self}},
 	})
 	pacedCC, err := dial(grpc.WithChainUnaryInterceptor(pacer.Unary(), counter(tallies["paced"])))
 	if err != nil {

@@ -141,7 +141,7 @@ func main() {
 	defer lim.Close()
 	mw, err := httplimit.New(httplimit.Config[netip.Prefix]{
 		Key:      httplimit.RemoteIP,
-		Policies: []httplimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
+		Policies: []atomiclimit.Policy[netip.Prefix]{{Name: "per-ip", Limiter: lim}},
 		Hook:     hook.Hook(),
 	})
 	if err != nil {
