@@ -180,8 +180,12 @@ const (
 var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2", opLease: "3"}
 
 // maxDebtMicros bounds the debt the script may report (Redis TIME jumping
-// back by decades), so that debt·1000 ns stays within what gcra accepts.
-const maxDebtMicros = int64(1) << 52 / 1000
+// back by decades), so that debt·1000 ns stays within what gcra accepts: a
+// TAT of at most MaxNow + MaxSpan + MaxWait (2^62 + 2^60 ns, which no
+// debt of a state reaches: at most 2·B·T ≤ 2^62 ns). It must not bind on
+// a real debt: (1 << 52) / 1000 µs, 52 days, once reported a key of a
+// 100-day span that owed 60 days as owing 52.
+const maxDebtMicros = (int64(1)<<62 + int64(1)<<60) / 1000
 
 // A taken is what Take's receipt carries of a GCRA admission: the TAT it
 // stored and its time, in µs on Redis TIME, and the key's give-back epoch
