@@ -90,11 +90,18 @@ type core struct {
 	hook       *Hook
 	hookPolicy string
 
+	// maxWait is the longest a reservation waits, in ns (WithMaxWait;
+	// gcra.MaxWait by default), before ctx's deadline shortens it.
+	maxWait int64
+
 	// epoch is the over-limit cache's and the breaker's time base: local
 	// times are time.Since(epoch) in ns, which reads only the monotonic
 	// clock.
 	epoch   time.Time
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
+	// onReserved hears every reservation's reply, before the local time
+	// its Delay counts from is read (tests only).
+	onReserved func(ctx context.Context, ok bool, wait time.Duration, tk taken)
 }
 
 // A result is the outcome of one decision: the Decision that Take, Peek
@@ -259,6 +266,13 @@ func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, 
 		return nil, err
 	}
 	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage.kind
+	l.maxWait = int64(gcra.MaxWait)
+	if cfg.maxWaitSet {
+		if cfg.maxWait < 0 {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidMaxWait, cfg.maxWait)
+		}
+		l.maxWait = min(int64(cfg.maxWait), int64(gcra.MaxWait))
+	}
 	maxAge, err := l.applyRobust(&cfg.robust)
 	if err != nil {
 		return nil, err
