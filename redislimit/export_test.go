@@ -200,6 +200,9 @@ func (r *Reservation) CancelAt(ctx context.Context, nowMicros int64) (bool, erro
 	return r.cancel(ctx, nowMicros)
 }
 
+// SetTimer replaces time.NewTimer in WaitN.
+func (l *Limiter[K]) SetTimer(f func(time.Duration) (<-chan time.Time, func() bool)) { l.newTimer = f }
+
 // OnReserved has f hear every reservation Redis decided, in the caller's
 // goroutine, with ctx, whether it reserved, the wait, and what its Cancel
 // needs (µs on Redis TIME), before the local time its Delay counts from is
@@ -209,3 +212,6 @@ func (l *Limiter[K]) OnReserved(f func(ctx context.Context, ok bool, wait time.D
 		f(ctx, ok, wait, int64(tk.tat), int64(tk.at), int64(tk.stamp))
 	}
 }
+
+// WindowSleep is windowSleep.
+var WindowSleep = windowSleep

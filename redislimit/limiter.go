@@ -99,6 +99,8 @@ type core struct {
 	// clock.
 	epoch   time.Time
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
+	// newTimer replaces time.NewTimer in WaitN (tests only).
+	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 	// onReserved hears every reservation's reply, before the local time
 	// its Delay counts from is read (tests only).
 	onReserved func(ctx context.Context, ok bool, wait time.Duration, tk taken)
