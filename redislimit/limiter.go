@@ -32,8 +32,9 @@ import (
 // Its methods are the in-process limiters' verbs: Allow(ctx, key) for one
 // event, Take(ctx, key, n) for n with the whole decision and a receipt,
 // Peek to ask without taking, Refund to give an admission back, Reset to
-// forget a key. There is no form that takes the time: Redis TIME is the
-// clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
+// forget a key, Reserve(ctx, key, n) and Wait(ctx, key) to be served when
+// tokens come, in one order with every process. There is no form that
+// takes the time: Redis TIME is the clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
 // Refund, Quota: contract.go), so the doors take it as they take the
 // in-process limiters of the same key type: a policy moves between a
 // process and a fleet by its constructor alone (NewKeyed for
