@@ -123,6 +123,26 @@ func TestReserveVectors(t *testing.T) {
 		w.check("take")
 	})
 
+	t.Run("take-given-back-behind-a-queue", func(t *testing.T) {
+		// Burst 2. P and K taken at 0 (TAT 2h); P given back: K's slot
+		// moves to [0, 1h] (a shift: an epoch). R reserves 2, due at 1h
+		// (TAT 3h: a queue stamp). K given back now: gcra.Anything, and
+		// nothing comes back, since R is due one token after K's slot.
+		// Taken as gcra.NoneQueued (the key's queue not counted), a whole
+		// T would come back (TAT 2h, below the 3h R leaves), and a take
+		// at 1h would make 3 tokens due at 1h: over the burst.
+		w := newWorld(t, s.client(t), gcra.Every(time.Hour), 2)
+		p := w.take(0, 1)
+		k := w.take(0, 1)
+		assert.True(t, w.giveBack(p, 0))
+		r := w.reserve(0, 2, forever)
+		assert.Equal(t, int64(time.Hour), r.due)
+		assert.False(t, w.giveBack(k, 0), "R depends on it")
+		w.check("after K")
+		assert.Nil(t, w.take(h, 1), "R holds the burst at 1h")
+		w.check("at 1h")
+	})
+
 	t.Run("take-behind-queue", func(t *testing.T) {
 		// A take admitted after a queued reservation, given back after a
 		// give-back that shifted: gcra.Anything, the strictest.

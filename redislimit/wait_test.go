@@ -34,6 +34,19 @@ func (m *manualTimer) new(d time.Duration) (<-chan time.Time, func() bool) {
 	return m.fire, func() bool { m.stopped <- struct{}{}; return true }
 }
 
+// recv receives from c, or fails the test after 10s: a WaitN that never
+// makes its timer, or never returns, fails instead of hanging the run.
+func recv[T any](t *testing.T, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing received in 10s")
+	}
+	panic("unreachable")
+}
+
 // noTimer fails the test if WaitN creates a timer.
 func noTimer(t *testing.T) func(time.Duration) (<-chan time.Time, func() bool) {
 	return func(d time.Duration) (<-chan time.Time, func() bool) {
@@ -60,8 +73,8 @@ func TestWaitSleepsTheWait(t *testing.T) {
 
 	done := make(chan error)
 	go func() { done <- l.Wait(ctx, "k") }()
-	d := <-mt.created
-	wait := <-waits
+	d := recv(t, mt.created)
+	wait := recv(t, waits)
 	assert.InDelta(t, float64(time.Hour), float64(wait), float64(time.Second), "an interval, less the time since the Allow")
 	assert.LessOrEqual(t, d, wait, "counted from the reply's arrival")
 	assert.Greater(t, d, wait-time.Second)
@@ -69,8 +82,8 @@ func TestWaitSleepsTheWait(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, p.RetryAfter, time.Hour+59*time.Minute, "the waiter holds the next slot")
 	mt.fire <- time.Time{}
-	require.NoError(t, <-done)
-	<-mt.stopped
+	require.NoError(t, recv(t, done))
+	recv(t, mt.stopped)
 	assert.Equal(t, calls+2, cs.count(), "one call for the Wait (and the Peek): no polling")
 }
 
@@ -100,7 +113,7 @@ func TestWaitCancelled(t *testing.T) {
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error)
 			go func() { done <- l.Wait(wctx, "k") }()
-			<-mt.created
+			recv(t, mt.created)
 			var later *redislimit.Reservation
 			if behind {
 				later, err = other.Reserve(ctx, "k", 1)
@@ -110,9 +123,9 @@ func TestWaitCancelled(t *testing.T) {
 			reserved := stored(t, c, l.Key("k"))
 			calls := cs.count()
 			cancel()
-			err = <-done
+			err = recv(t, done)
 			assert.Equal(t, context.Canceled, err)
-			<-mt.stopped
+			recv(t, mt.stopped)
 			assert.Equal(t, calls+1, cs.count(), "the cancel: one call, with a ctx that is not the cancelled one")
 			if behind {
 				assert.Equal(t, tatOf(reserved), tatOf(stored(t, c, l.Key("k"))), "the later reservation depends on it: nothing back")
@@ -148,7 +161,7 @@ func TestWaitCancelBounded(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- l.Wait(wctx, "k") }()
-	<-mt.created
+	recv(t, mt.created)
 	s.pause(t)
 	defer s.resume(t)
 	start := time.Now()
@@ -371,11 +384,11 @@ func TestWaitOutage(t *testing.T) {
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error)
 			go func() { done <- l.Wait(wctx, "k") }()
-			d := <-mt.created
+			d := recv(t, mt.created)
 			assert.InDelta(t, float64(time.Hour), float64(d), float64(time.Minute), "the local limiter's wait")
 			cancel()
-			assert.Equal(t, context.Canceled, <-done)
-			<-mt.stopped
+			assert.Equal(t, context.Canceled, recv(t, done))
+			recv(t, mt.stopped)
 			assert.LessOrEqual(t, peekLocal(p.local, "k", 1).RetryAfter, time.Hour, "given back there (else two hours)")
 			// A Reserve's Cancel is the local one's: nothing for r, whose
 			// tokens were due at once; a queued one's hour back.
@@ -427,17 +440,17 @@ func TestWaitWindow(t *testing.T) {
 	before := peekRule(t, l).RetryAfter
 	go func() { done <- l.Wait(wctx, "k") }()
 	for range 2 {
-		d := <-mt.created
+		d := recv(t, mt.created)
 		after := peekRule(t, l).RetryAfter
 		assert.GreaterOrEqual(t, d, after, "never before the window admits")
 		assert.LessOrEqual(t, d, before+time.Microsecond+min(before/4, time.Second), "the jitter is bounded")
 		before = after
 		mt.fire <- time.Time{} // a wake-up before the window opens: denied again
 	}
-	<-mt.created
+	recv(t, mt.created)
 	cancel()
-	assert.Equal(t, context.Canceled, <-done)
-	<-mt.stopped
+	assert.Equal(t, context.Canceled, recv(t, done))
+	recv(t, mt.stopped)
 	assert.Equal(t, calls+1+1+3+2, cs.count(), "one call per wake-up: three (and four peeks, one refusal)")
 	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "allowed"))
 	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "denied"), "the deadline's refusal; the cancelled Wait reports nothing")
