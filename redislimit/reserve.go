@@ -59,13 +59,15 @@ type Reservation struct {
 // Reservation due at once, with nothing to cancel; FallbackTo reserves on
 // its local limiter (ReserveN), as far ahead as the longest wait allows,
 // and returns that reservation, whose Cancel is the local one's, with an
-// error that also wraps atomiclimit.ErrFallback; FailClosed (and a
-// rejection under any other policy) returns no Reservation. A Reservation
-// returned with an error is one to act on, as Take's admission with an
-// error is. A ctx that ends during the call wraps ctx.Err(): Redis may
-// then have reserved tokens that no one holds, which are used as if acted
-// on. A state Redis repaired (ErrCorrupt) is reserved on, behind the
-// repair, and returned with that error.
+// error that also wraps atomiclimit.ErrFallback (as do its refusals:
+// ErrDeadline beyond the longest wait, and the local limiter's own
+// errors); FailClosed (and a rejection under any other policy) returns no
+// Reservation. A Reservation returned with an error is one to act on, as
+// Take's admission with an error is. A ctx that ends during the call
+// wraps ctx.Err(): Redis may then have reserved tokens that no one holds,
+// which are used as if acted on. A state Redis repaired (ErrCorrupt) is
+// reserved on, behind the repair, and the Reservation (or the refusal)
+// returned with an error wrapping ErrCorrupt.
 //
 // With a hook (WithHook), a reservation is reported as allowed when it is
 // made (a Cancel is not an event), and a request no wait can satisfy
@@ -136,10 +138,11 @@ func (l *Limiter[K]) reserve(ctx context.Context, key K, n int, maxWait, nowMicr
 		return rv
 	}
 	if !ok {
-		return reserved{
-			err:    fmt.Errorf("redislimit: %d tokens due in %v, beyond the longest wait %v: %w", n, wait, time.Duration(maxWait), atomiclimit.ErrDeadline),
-			source: SourceRedis, wait: wait, decided: true,
+		derr := fmt.Errorf("redislimit: %d tokens due in %v, beyond the longest wait %v: %w", n, wait, time.Duration(maxWait), atomiclimit.ErrDeadline)
+		if err != nil {
+			derr = fmt.Errorf("%w, on a repaired state (%w)", derr, err)
 		}
+		return reserved{err: derr, callErr: err, source: SourceRedis, wait: wait, decided: true}
 	}
 	// The tokens are due wait after the script's TIME, which Redis read
 	// before it replied: the reply's arrival plus wait is never earlier.
@@ -261,7 +264,8 @@ func (l *core) evalReserve(ctx context.Context, rkey string, n int, maxWait, now
 // Delay returns how long to wait before acting on the reservation: 0 if
 // its tokens were available at once. It is measured on this process's
 // monotonic clock from when Redis's reply arrived, which is never before
-// the tokens are due on Redis TIME.
+// the tokens are due on Redis TIME (a FallbackTo reservation's, as its
+// local limiter measures it).
 func (r *Reservation) Delay() time.Duration {
 	return r.DelayFrom(time.Now())
 }

@@ -599,3 +599,35 @@ func TestReserveHook(t *testing.T) {
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Equal(t, 4, h.total(), "a rule's error is no decision")
 }
+
+// TestReserveCorrupt: a corrupt state is repaired in the reservation's
+// call (the empty bucket, TAT = now + B·T) and reserved on behind the
+// repair: the Reservation comes with an error wrapping ErrCorrupt, which
+// the hook hears; a reservation that cannot fit behind it is refused with
+// ErrDeadline and ErrCorrupt, storing the repair only.
+func TestReserveCorrupt(t *testing.T) {
+	s := sharedServer(t)
+	c := s.client(t)
+	ctx := context.Background()
+	h := newRecHook()
+	l, err := redislimit.New(c, gcra.Every(time.Hour), 2, redislimit.WithKeyPrefix(uniq(t)), redislimit.WithHook("p", h.hook()))
+	require.NoError(t, err)
+	require.NoError(t, c.Set(ctx, l.Key("a"), "garbage", 0).Err())
+	r, err := l.Reserve(ctx, "a", 1)
+	require.ErrorIs(t, err, redislimit.ErrCorrupt)
+	require.NotNil(t, r)
+	assert.InDelta(t, float64(time.Hour), float64(r.Delay()), float64(time.Minute), "behind the empty bucket: one interval")
+	assert.Regexp(t, `^\d+:0:\d+$`, stored(t, c, l.Key("a")), "reserved (queued) on the repair")
+	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "error"))
+	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "allowed"))
+
+	require.NoError(t, c.Set(ctx, l.Key("b"), "garbage", 0).Err())
+	soon, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = l.Reserve(soon, "b", 1)
+	assert.ErrorIs(t, err, atomiclimit.ErrDeadline)
+	assert.ErrorIs(t, err, redislimit.ErrCorrupt)
+	assert.Regexp(t, `^\d+$`, stored(t, c, l.Key("b")), "the repair alone")
+	assert.Equal(t, 2, h.count(redislimit.SourceRedis, "error"))
+	assert.Equal(t, 1, h.count(redislimit.SourceRedis, "denied"))
+}

@@ -14,8 +14,7 @@ import (
 func (l *Limiter[K]) Wait(ctx context.Context, key K) error { return l.WaitN(ctx, key, 1) }
 
 // WaitN blocks until key has n tokens and takes them. It returns nil when
-// the caller may go ahead, and otherwise an error, having taken nothing it
-// keeps.
+// the caller may go ahead, and an error otherwise.
 //
 // For New's GCRA limit it reserves them, as Reserve does, in one script
 // call, and sleeps for the wait Redis returned: no polling, so concurrent
@@ -31,7 +30,7 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) error { return l.WaitN(ctx
 // takes the tokens (Take), and when they are denied sleeps until the
 // decision's RetryAfter, the instant the window can admit them, rounded up
 // to a whole µs, plus a jitter drawn uniformly from [0, min(RetryAfter/4,
-// Window/Limit, 1s)) (no more when that would pass ctx's deadline), then
+// Window/Limit, 1s)) (less where that would pass the longest wait), then
 // takes again, until admitted. The waiters of a fleet whose window opens
 // at one instant are told that instant alike: the jitter spreads their
 // calls over a quarter of their wait, and over at most one token's time
@@ -50,9 +49,10 @@ func (l *Limiter[K]) Wait(ctx context.Context, key K) error { return l.WaitN(ctx
 // returning.
 //
 // When Redis does not decide, the Outage policy does, as for Allow: it
-// returns nil when the policy admits (FailOpen at once; FallbackTo's local
-// limiter after that limiter's own reservation, or for a window its
-// RetryAfter), the outage going to the Hook only, and otherwise the error
+// returns nil when the policy admits (FailOpen at once; FallbackTo once
+// its local limiter's reservation is due, or for a window once a take
+// admits, Redis's or the local limiter's, which it waits for as for
+// Redis's), the outage going to the Hook only, and otherwise the error
 // (ErrUnavailable, ErrRejected; with atomiclimit.ErrFallback too when the
 // local limiter refused). A state Redis repaired (ErrCorrupt) is waited on
 // as any other, and its error goes to the Hook. A ctx that ends during a
