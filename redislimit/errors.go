@@ -30,6 +30,8 @@ var (
 	ErrInvalidCacheSize = errors.New("redislimit: invalid over-limit cache size")
 	// ErrInvalidOutage: the zero Outage, or FallbackTo(nil).
 	ErrInvalidOutage = errors.New("redislimit: invalid outage policy")
+	// ErrInvalidMaxWait: a negative WithMaxWait.
+	ErrInvalidMaxWait = errors.New("redislimit: invalid longest wait")
 )
 
 // ErrUnavailable is wrapped by the error of a call Redis did not decide (an

@@ -32,8 +32,9 @@ import (
 // Its methods are the in-process limiters' verbs: Allow(ctx, key) for one
 // event, Take(ctx, key, n) for n with the whole decision and a receipt,
 // Peek to ask without taking, Refund to give an admission back, Reset to
-// forget a key. There is no form that takes the time: Redis TIME is the
-// clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
+// forget a key, Reserve(ctx, key, n) and Wait(ctx, key) to be served when
+// tokens come, in one order with every process. There is no form that
+// takes the time: Redis TIME is the clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
 // Refund, Quota: contract.go), so the doors take it as they take the
 // in-process limiters of the same key type: a policy moves between a
 // process and a fleet by its constructor alone (NewKeyed for
@@ -90,11 +91,20 @@ type core struct {
 	hook       *Hook
 	hookPolicy string
 
+	// maxWait is the longest a reservation waits, in ns (WithMaxWait;
+	// gcra.MaxWait by default), before ctx's deadline shortens it.
+	maxWait int64
+
 	// epoch is the over-limit cache's and the breaker's time base: local
 	// times are time.Since(epoch) in ns, which reads only the monotonic
 	// clock.
 	epoch   time.Time
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
+	// newTimer replaces time.NewTimer in WaitN (tests only).
+	newTimer func(time.Duration) (<-chan time.Time, func() bool)
+	// onReserved hears every reservation's reply, before the local time
+	// its Delay counts from is read (tests only).
+	onReserved func(ctx context.Context, ok bool, wait time.Duration, tk taken)
 }
 
 // A result is the outcome of one decision: the Decision that Take, Peek
@@ -259,6 +269,13 @@ func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, 
 		return nil, err
 	}
 	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage.kind
+	l.maxWait = int64(gcra.MaxWait)
+	if cfg.maxWaitSet {
+		if cfg.maxWait < 0 {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidMaxWait, cfg.maxWait)
+		}
+		l.maxWait = min(int64(cfg.maxWait), int64(gcra.MaxWait))
+	}
 	maxAge, err := l.applyRobust(&cfg.robust)
 	if err != nil {
 		return nil, err

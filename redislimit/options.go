@@ -18,6 +18,9 @@ type config struct {
 	cacheSet  bool
 	keyFunc   any          // WithKeyFunc's func(K) string (keys.go)
 	robust    robustConfig // options_robust.go
+
+	maxWait    time.Duration
+	maxWaitSet bool
 }
 
 type optionFunc func(*config)
@@ -83,6 +86,16 @@ func WithOutage(o Outage) Option {
 // is not cached if that frees no room.
 func WithOverLimitCache(size int) Option {
 	return optionFunc(func(c *config) { c.cacheSize, c.cacheSet = size, true })
+}
+
+// WithMaxWait bounds how long Reserve and WaitN wait for their tokens, d
+// at most (gcra.MaxWait, about 36 years, otherwise; a larger d is that),
+// before ctx's deadline shortens it: a request whose tokens would be due
+// later fails at once with atomiclimit.ErrDeadline, and takes nothing.
+// d = 0 reserves only tokens available now. A negative d is
+// ErrInvalidMaxWait.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait, c.maxWaitSet = d, true })
 }
 
 // An Outage is what decides when Redis cannot: the call failed, or the
