@@ -290,7 +290,7 @@
 //	perIP, _ := redislimit.NewKeyed[netip.Prefix](rdb, atomiclimit.PerMinute(60), 60)
 //
 // The state of a key is held at one Redis key (Limiter.Key): the prefix
-// (WithKeyPrefix, DefaultKeyPrefix otherwise), then the key written as
+// (WithKeyPrefix, "atomiclimit:" otherwise), then the key written as
 // follows, wrapped in a hash tag under WithHashTag ({…}, for Redis
 // Cluster):
 //
@@ -316,7 +316,7 @@
 // keys of type netip.Prefix. Any other K (a float, a bool, a struct such as
 // httplimit's Pair, an interface) needs WithKeyFunc, which writes the key
 // as its function says, and replaces the encoding for the types above;
-// without it NewKeyed returns ErrKeyType.
+// without it NewKeyed returns ErrConfig.
 //
 // Writing the Redis key is the one allocation a key costs: a string key is
 // concatenated with the prefix; any other
@@ -398,7 +398,7 @@
 // Resets lower TAT too, and those made elsewhere (DEL, FLUSHALL, Reset in
 // another process, a restart without persistence, a failover to a replica
 // that lacked the key) are invisible to this process. So an entry answers
-// only for the max age (WithOverLimitCacheMaxAge, DefaultCacheMaxAge = 1s)
+// only for the max age (WithOverLimitCacheMaxAge, 1s by default)
 // after the Redis denial that last refreshed it: that is the cache's whole
 // staleness after any reset or refund elsewhere. Reset in this process
 // forgets the key at once. Reservations raise TAT as admissions do, and a
@@ -494,9 +494,9 @@
 //   - GCRA: New's limiter.
 //   - FixedWindowUTC: windows on the UTC boundaries offset + k·period,
 //     which every process computes alike. FixedWindow is rejected
-//     (ErrUnsupported): its windows start when one limiter is created, an
-//     instant a fleet does not share; FixedWindowUTC(n, period, 0) is the
-//     fleet's version of it.
+//     (ErrConfig and errors.ErrUnsupported): its windows start when one
+//     limiter is created, an instant a fleet does not share;
+//     FixedWindowUTC(n, period, 0) is the fleet's version of it.
 //   - SlidingCounter: its two fixed windows are on the UTC boundaries
 //     k·period (an in-process counter has them where its limiter starts:
 //     the two agree when that is on such a boundary).
@@ -510,7 +510,7 @@
 //     in-process limiter counts it from its own epoch, and the two agree
 //     when that epoch is a multiple of g. Anchors are kept in ns exactly (as
 //     µs and the ns beyond them), so windows end between microseconds as
-//     in process. n up to 2^51 − 1 (ErrResolution beyond).
+//     in process. n up to 2^51 − 1 (ErrConfig beyond).
 //   - Bands of these: all or nothing, in one call and one Redis key.
 //
 // A key's state is one Redis string of 8-byte words, big-endian, the bands'
@@ -575,7 +575,8 @@
 // band, as New's). The Outage policies apply as to New's limiters, with the
 // rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
 // log); FailClosed's RetryAfter hint is Window/Limit of Quota, at most a
-// second. WithOverLimitCache is GCRA's only (ErrUnsupported).
+// second. WithOverLimitCache is GCRA's only (ErrConfig and
+// errors.ErrUnsupported).
 //
 // # Microseconds, and why they never make Redis more permissive
 //
@@ -589,7 +590,7 @@
 //     consecutive slices for the rolling window, B + d/T for GCRA) holds
 //     on TIME's readings.
 //   - The parameters. A window, a slice and a UTC offset must be whole µs
-//     (ErrResolution): they are not rounded, so the limits are
+//     (ErrConfig): they are not rounded, so the limits are
 //     exactly the user's. The anchored window's anchors are rounded up to
 //     g as in process, and kept to the ns. A GCRA band's interval, which
 //     the rate only implies, is rounded up as New rounds it:

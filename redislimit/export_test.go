@@ -215,3 +215,22 @@ func (l *Limiter[K]) OnReserved(f func(ctx context.Context, ok bool, wait time.D
 
 // WindowSleep is windowSleep.
 var WindowSleep = windowSleep
+
+// The kinds of ErrConfig, by name, for the tests that tell them apart
+// (users match ErrConfig and read the message).
+var (
+	ErrNilClient              = errNilClient
+	ErrRateTooHigh            = errRateTooHigh
+	ErrInvalidPrefix          = errInvalidPrefix
+	ErrInvalidTimeout         = errInvalidTimeout
+	ErrContextTimeoutDisabled = errContextTimeoutDisabled
+	ErrInvalidCacheSize       = errInvalidCacheSize
+	ErrInvalidOutage          = errInvalidOutage
+	ErrInvalidMaxWait         = errInvalidMaxWait
+	ErrInvalidBreaker         = errInvalidBreaker
+	ErrInvalidCacheMaxAge     = errInvalidCacheMaxAge
+	ErrUnsupported            = errUnsupported
+	ErrResolution             = errResolution
+	ErrKeyType                = errKeyType
+	ErrInvalidLease           = errInvalidLease
+)
