@@ -146,6 +146,11 @@ func peerName(impl string) string {
 			return d.name
 		}
 	}
+	for _, st := range heldStores() {
+		if st.id == impl {
+			return st.name
+		}
+	}
 	return impl
 }
 
