@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -111,6 +112,54 @@ func benchServe(b *testing.B, h http.Handler, reqs []*http.Request, want int) {
 	report(b, allowed)
 	if rec.Code != want {
 		b.Fatalf("status %d, want %d", rec.Code, want)
+	}
+}
+
+// BenchmarkHTTPParallel: the door from every core, every request admitted.
+// b.RunParallel serves the requests of httpParallel's clients from one
+// goroutine per GOMAXPROCS, each goroutine with its own recorder (reset
+// before each request, as in benchServe) and its own starting point in the
+// clients' turn; the chain and its keys are made before timing. The main
+// program runs it at every core count of its -cpu list:
+//
+//	go test -run='^$' -bench='^BenchmarkHTTPParallel$' -cpu=1,2 -count=6 > par.txt && benchstat -col /impl par.txt
+func BenchmarkHTTPParallel(b *testing.B) {
+	sc := httpParallel
+	reqs := clientRequests(sc.ips)
+	for _, d := range httpDoors {
+		var h http.Handler
+		done := func() {}
+		b.Run(sc.name+"/impl="+d.id, func(b *testing.B) {
+			if h == nil {
+				h, done = d.wrap(sc.s, okHandler)
+				warmHTTP(h, reqs)
+			}
+			var start, allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rec := httptest.NewRecorder()
+				j := int(start.Add(1)*7919) % len(reqs)
+				var n int64
+				for pb.Next() {
+					resetRecorder(rec)
+					h.ServeHTTP(rec, reqs[j])
+					if rec.Code == http.StatusOK {
+						n++
+					}
+					if j++; j == len(reqs) {
+						j = 0
+					}
+				}
+				allowed.Add(n)
+			})
+			b.StopTimer()
+			report(b, allowed.Load())
+			if got := allowed.Load(); got != int64(b.N) {
+				b.Fatalf("%d of %d requests admitted, want every one", got, b.N)
+			}
+		})
+		done()
 	}
 }
 
