@@ -587,6 +587,7 @@ func scalingFigure(path string, res results, info runInfo, procs []int) (bool, e
 	}
 	styles := map[string]style{}
 	var order []string
+	peersSeen := 0
 	for _, p := range panels {
 		for _, name := range p.names {
 			if _, ok := styles[name]; ok {
@@ -597,7 +598,8 @@ func scalingFigure(path string, res results, info runInfo, procs []int) (bool, e
 			case name == floorName:
 				st.dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 			case name != ours:
-				i := len(order)
+				i := peersSeen
+				peersSeen++
 				st.c, st.shape, st.dashes = scalingColors[i%len(scalingColors)], plotutil.Shape(i), plotutil.Dashes(i/len(scalingColors))
 			}
 			styles[name] = st
