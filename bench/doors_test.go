@@ -20,11 +20,12 @@ import (
 
 // The doors' scenarios: one request (call) at a time through the whole
 // middleware (interceptor) chain, in process, on a prebuilt request, for
-// every implementation in doors.go. The main program runs them in rounds,
-// one process per round with every implementation in turn (go run . in
-// this directory); by hand:
+// every implementation in doors.go, and the HTTP door from every core
+// (BenchmarkHTTPParallel). The main program runs them in rounds, one
+// process per benchmark function a round with every implementation in
+// turn, at GOGC=100 (go run . in this directory); by hand:
 //
-//	go test -run='^$' -bench='^Benchmark(HTTP|GRPC)$' -count=6 > doors.txt && benchstat -col /impl doors.txt
+//	GOGC=100 go test -run='^$' -bench='^Benchmark(HTTP|GRPC)$' -count=6 > doors.txt && benchstat -col /impl doors.txt
 
 // okHandler is the application behind every chain: a 200 and nothing else.
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -122,7 +123,7 @@ func benchServe(b *testing.B, h http.Handler, reqs []*http.Request, want int) {
 // clients' turn; the chain and its keys are made before timing. The main
 // program runs it at every core count of its -cpu list:
 //
-//	go test -run='^$' -bench='^BenchmarkHTTPParallel$' -cpu=1,2 -count=6 > par.txt && benchstat -col /impl par.txt
+//	GOGC=100 go test -run='^$' -bench='^BenchmarkHTTPParallel$' -cpu=1,2 -count=6 > par.txt && benchstat -col /impl par.txt
 func BenchmarkHTTPParallel(b *testing.B) {
 	sc := httpParallel
 	reqs := clientRequests(sc.ips)

@@ -2,7 +2,7 @@
 // side by side on identical scenarios, and writes a report (BENCHMARKS.md,
 // charts/ and raw/) that compares atomiclimit with the last committed run.
 //
-//	go -C bench run .           # the full comparison, 5-6 minutes on 2 cores; report in bench/out/
+//	go -C bench run .           # the full comparison, about 10 minutes on 2 cores; report in bench/out/
 //	go -C bench run . -quick    # one short pass (CI), under a minute
 //	go -C bench run . -update   # a full run that rewrites the committed report in bench/
 //
@@ -13,10 +13,16 @@
 // It runs this package's benchmarks from one test binary (go test -c;
 // statistics by benchstat's own packages, and benchstat's table in the
 // report): the single-key scenarios and the doors (net/http middleware,
-// gRPC interceptors) in rounds, one process a round with every
-// implementation once in each, the keyed scenarios in one process; then, in
-// process, the latency percentiles of single decisions under contention and
-// the accuracy of each algorithm under a virtual clock.
+// gRPC interceptors) in rounds, one process per command a round with
+// every implementation once in each; the keyed scenarios in two
+// processes; the heap and GC pass in one of its own; then, in process,
+// the latency percentiles of single decisions under contention and the
+// accuracy of each algorithm under a virtual clock. The scaling scenarios
+// (one key admitted and denied, the keys drawn uniformly, the HTTP door
+// from every core) run at every core count of -cpu, by default 1, 2, 4, …
+// up to the logical CPUs and their number; the others at GOMAXPROCS. The
+// doors and the heap and GC pass run at GOGC=100 with no GOMEMLIMIT,
+// whatever the environment says.
 package main
 
 import (
