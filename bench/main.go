@@ -235,15 +235,14 @@ func run(o options) ([]string, error) {
 			return nil, fmt.Errorf("-test.bench=%s: %w", c.pattern, err)
 		}
 	}
-	memCount := max(1, min(o.count, 3))
-	step("[3/6] heap and the collector, %d keys held: %d stores × %d runs", o.keys, countMemory(), memCount)
+	gc := o.memoryCmd()
+	step("[3/6] heap and the collector, %d keys held: %d stores × %d runs", o.keys, countMemory(), gc.count)
 	mem, err := os.Create(memPath)
 	if err != nil {
 		return nil, err
 	}
 	defer mem.Close()
-	p = progress{all: countMemory() * memCount, log: &log}
-	gc := o.memoryCmd()
+	p = progress{all: countMemory() * gc.count, log: &log}
 	if err := p.run(gc.cmd(o, bin), gc.String(o.keys), mem); err != nil {
 		return nil, fmt.Errorf("-test.bench=%s: %w", gc.pattern, err)
 	}
