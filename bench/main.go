@@ -50,6 +50,7 @@ type options struct {
 	baseline  string
 	latCalls  int
 	cpu       string
+	testBin   string
 }
 
 // defaultOut is where a run writes its report unless told otherwise:
@@ -93,6 +94,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", defaultOut, "directory for BENCHMARKS.md, charts/ and raw/ (bench/out/ is ignored by git)")
 	fs.StringVar(&o.baseline, "baseline", ".", "directory of the committed run to compare with (its raw/bench.txt and raw/memory.txt)")
 	fs.IntVar(&o.latCalls, "latency-calls", 400_000, "timed calls per implementation in the latency harness")
+	fs.StringVar(&o.testBin, "test-binary", "", "this package's test binary, built beforehand (go test -c), for a machine without Go; default: built by the run")
 	fs.StringVar(&o.cpu, "cpu", "", "core counts of the scaling scenarios (HotKey, Deny, 1M uniform keys, HTTPParallel), a go test -cpu list such as 1,2,4,8,16; default: 1, 2, 4, … up to the logical CPUs and their number itself (-quick: 1 and GOMAXPROCS); the other scenarios run at GOMAXPROCS")
 }
 
@@ -203,11 +205,17 @@ func run(o options) ([]string, error) {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "%s (at %v)\n", fmt.Sprintf(format, args...), time.Since(start).Round(time.Second))
 	}
-	bin, err := buildTestBinary()
-	if err != nil {
+	bin := o.testBin
+	if bin == "" {
+		b, err := buildTestBinary()
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(filepath.Dir(b))
+		bin = b
+	} else if bin, err = filepath.Abs(bin); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(filepath.Dir(bin))
 	raw, err := os.Create(rawPath)
 	if err != nil {
 		return nil, err
