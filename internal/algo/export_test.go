@@ -3,4 +3,12 @@ package algo
 // TakeAll runs the taking phase of an admission without the check phase:
 // the state a request meets when another goroutine drained a band between
 // its check and its take.
-func (s *Set) TakeAll(st State, now int64, n int) bool { return s.takeAll(st, now, n) }
+func (s *Set) TakeAll(st State, now int64, n int) bool {
+	var at [MaxBands]Moment
+	for i, r := range s.rule {
+		if r != nil {
+			at[i] = r.At(now)
+		}
+	}
+	return s.takeAll(st, now, n, &at)
+}

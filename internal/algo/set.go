@@ -120,18 +120,23 @@ func (s *Set) Admit(st State, now int64, n int) bool {
 	if len(s.algs) == 1 {
 		return s.admitOne(st, now, n)
 	}
+	// Each one-word band's time is prepared once, for its check and its
+	// take (see WordRule).
+	var at [MaxBands]Moment
 	for i := range s.algs {
-		if !s.admits(st, i, now, n) {
+		if !s.admits(st, i, now, n, &at[i]) {
 			return false // nothing written
 		}
 	}
-	return s.takeAll(st, now, n)
+	return s.takeAll(st, now, n, &at)
 }
 
-// admits reports whether band i would admit n at now. Loads only.
-func (s *Set) admits(st State, i int, now int64, n int) bool {
+// admits reports whether band i would admit n at now, and prepares *m
+// for a one-word band's take. Loads only.
+func (s *Set) admits(st State, i int, now int64, n int, m *Moment) bool {
 	if r := s.rule[i]; r != nil {
-		_, ok := r.Admit(s.word(st, i).Load(), now, n)
+		*m = r.At(now)
+		_, ok := r.AdmitAt(s.word(st, i).Load(), *m, n)
 		return ok
 	}
 	return s.algs[i].Admits(s.Sub(st, i), now, n)
@@ -147,12 +152,13 @@ func (s *Set) admitOne(st State, now int64, n int) bool {
 	return ok
 }
 
-// take admits n at now on band i and returns what its Refund needs.
-func (s *Set) take(st State, i int, now int64, n int) (Taken, bool) {
+// take admits n at now on band i and returns what its Refund needs; m is
+// the time admits prepared for a one-word band.
+func (s *Set) take(st State, i int, now int64, n int, m Moment) (Taken, bool) {
 	if r := s.rule[i]; r != nil {
 		w := s.word(st, i)
 		ep := epochFor(w, r)
-		stored, ok := AdmitWord(w, r, now, n)
+		stored, ok := AdmitWordAt(w, r, m, n)
 		return Taken{Word: stored, At: now, Epoch: ep}, ok
 	}
 	if t, ok := s.algs[i].(Taker); ok {
@@ -171,12 +177,12 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 	return st.Word
 }
 
-// takeAll takes n from every band in order; if one denies, it gives back
-// the bands before it, last first.
-func (s *Set) takeAll(st State, now int64, n int) bool {
+// takeAll takes n from every band in order, at the times admits prepared;
+// if one denies, it gives back the bands before it, last first.
+func (s *Set) takeAll(st State, now int64, n int, at *[MaxBands]Moment) bool {
 	var taken [MaxBands]Taken
 	for i := range s.algs {
-		t, ok := s.take(st, i, now, n)
+		t, ok := s.take(st, i, now, n, at[i])
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
@@ -199,14 +205,15 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 		return s.algs[0].Decide(st, now, n, peek), 0
 	}
 	ok := true
+	var at [MaxBands]Moment
 	for i := range s.algs {
-		if !s.admits(st, i, now, n) {
+		if !s.admits(st, i, now, n, &at[i]) {
 			ok = false
 			break
 		}
 	}
 	if ok && !peek {
-		ok = s.takeAll(st, now, n)
+		ok = s.takeAll(st, now, n, &at)
 	}
 	d.Allowed = ok
 	d.Remaining = int(^uint(0) >> 1)

@@ -328,11 +328,11 @@ type interposed struct {
 	other func()
 }
 
-func (r *interposed) Admit(state uint64, now int64, n int) (uint64, bool) {
+func (r *interposed) AdmitAt(state uint64, m algo.Moment, n int) (uint64, bool) {
 	if r.calls++; r.calls == 2 {
 		r.other()
 	}
-	return r.WordRule.Admit(state, now, n)
+	return r.WordRule.AdmitAt(state, m, n)
 }
 
 // A request that the second band denies at its take gives back what the

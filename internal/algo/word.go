@@ -10,10 +10,21 @@ import (
 // decision (no atomics, no clock) that Word wraps in the shared
 // CompareAndSwap loop. GCRA, the fixed windows and the sliding counter are
 // WordRules.
+//
+// An admission is decided in two parts: At, what depends on the time alone
+// (a division, for the windows), once per request and before the loop
+// loads the word; then AdmitAt, what depends on the state, between the load
+// and the CompareAndSwap. The shorter that stretch, the less often another
+// core's store lands in it on a contended word, and the less each retry
+// costs: AdmitAt does no division, as GCRA's decision does none.
 type WordRule interface {
-	// Admit decides n at now on state: the state to store and whether it is
-	// admitted. Denied, or n = 0: next == state (nothing to store).
-	Admit(state uint64, now int64, n int) (next uint64, ok bool)
+	// At prepares the time now for AdmitAt.
+	At(now int64) Moment
+	// AdmitAt decides n at the prepared time m on state: the state to
+	// store and whether it is admitted. Denied, or n = 0: next == state
+	// (nothing to store). AdmitAt(state, At(now), n) is the decision
+	// Decide(state, now, n) makes.
+	AdmitAt(state uint64, m Moment, n int) (next uint64, ok bool)
 	// Decide is Admit with the whole decision, describing next.
 	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
 	// Refund takes back the n of the admission taken from state, at now
@@ -30,6 +41,15 @@ type WordRule interface {
 	Quota() Quota
 }
 
+// A Moment is a time prepared by a WordRule's At: the time, and what the
+// rule derives from it alone (for the windows, the window it falls in and
+// the position in it). Only the rule that made it reads its fields.
+type Moment struct {
+	Now   int64
+	Index uint64 // the window Now falls in
+	Pos   int64  // Now's position in that window
+}
+
 // word is a WordRule as an Algorithm: the one CompareAndSwap loop.
 type word struct{ r WordRule }
 
@@ -41,7 +61,7 @@ func (w word) Words() int { return 1 }
 func (w word) Init(s State, floor uint64) { s.Word.Store(floor) }
 
 func (w word) Admits(s State, now int64, n int) bool {
-	_, ok := w.r.Admit(s.Word.Load(), now, n)
+	_, ok := w.r.AdmitAt(s.Word.Load(), w.r.At(now), n)
 	return ok
 }
 
@@ -54,9 +74,18 @@ func (w word) Admit(s State, now int64, n int) (uint64, bool) { return AdmitWord
 // dynamic call, inlined: TestFastPathInlines), which TestBucketDecidesAsWord
 // holds to this one.
 func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
+	return AdmitWordAt(p, r, r.At(now), n)
+}
+
+// AdmitWordAt is AdmitWord at a time r.At prepared: a Set prepares each
+// band's time once for its check and its take.
+func AdmitWordAt(p *atomic.Uint64, r WordRule, m Moment, n int) (uint64, bool) {
 	for {
+		// First the time's part (m, before the loop), then the load: between
+		// the load and the CompareAndSwap only AdmitAt's shifts, compares
+		// and multiplies.
 		old := p.Load()
-		next, ok := r.Admit(old, now, n)
+		next, ok := r.AdmitAt(old, m, n)
 		if !ok || next == old {
 			return next, ok // a denial (or a peek) stores nothing
 		}
@@ -65,9 +94,10 @@ func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
 		if p.CompareAndSwap(old, next) {
 			return next, true
 		}
-		// Lost a race: decide again on the winner's state. Every WordRule
-		// takes max(state, now) in its own terms, so a now that went stale
-		// meanwhile can only make the retry stricter, never rewind the state.
+		// Lost a race: decide again on the winner's state, at the same m.
+		// Every WordRule takes max(state, now) in its own terms, so a time
+		// that went stale meanwhile can only make the retry stricter, never
+		// rewind the state.
 	}
 }
 
@@ -90,15 +120,22 @@ func (w word) Take(s State, now int64, n int) (gcra.Decision, Taken) {
 // peek, Unlimited).
 func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, Taken) {
 	ep := epochFor(p, r)
+	m := r.At(now)
 	for {
+		// As in AdmitWordAt: between the load and the CompareAndSwap only
+		// AdmitAt. The decision is described from the state loaded, after
+		// the CompareAndSwap for an admission: Decide is a pure function of
+		// (old, now, n), and decides as AdmitAt did.
 		old := p.Load()
-		next, d := r.Decide(old, now, n)
-		if !d.Allowed || next == old {
-			return d, Taken{}
+		next, ok := r.AdmitAt(old, m, n)
+		if !ok || next == old {
+			_, d := r.Decide(old, now, n)
+			return d, Taken{} // a denial (or a peek) stores nothing
 		}
 		// As in AdmitWord: the CompareAndSwap is the linearisation point,
 		// and a lost race decides again on the winner's state.
 		if p.CompareAndSwap(old, next) {
+			_, d := r.Decide(old, now, n)
 			return d, Taken{Word: next, At: now, Epoch: ep}
 		}
 	}

@@ -57,12 +57,22 @@ type view struct {
 	prev, cur  uint64
 }
 
-// at reads state at now. A stale now, in a window before the stored one, is
-// read at the start of the stored window, where the estimate is highest:
-// stricter, and the stored index never moves back.
-func (p *CounterParams) at(state uint64, now int64) view {
+// at reads state at now: see view.
+func (p *CounterParams) at(state uint64, now int64) view { return p.view(state, p.At(now)) }
+
+// At prepares now for AdmitAt: its window and the position in it, the one
+// division of the decision.
+func (p *CounterParams) At(now int64) algo.Moment {
 	now = max(now, p.start)
 	w := p.index(now)
+	return algo.Moment{Now: now, Index: w, Pos: now - (p.start + int64(w)*p.period)}
+}
+
+// view reads state at the time m. A stale time, in a window before the
+// stored one, is read at the start of the stored window, where the
+// estimate is highest: stricter, and the stored index never moves back.
+func (p *CounterParams) view(state uint64, m algo.Moment) view {
+	w, pos := m.Index, m.Pos
 	sw := state >> (2 * p.shift)
 	prev, cur := state>>p.shift&p.mask, state&p.mask
 	switch {
@@ -72,11 +82,9 @@ func (p *CounterParams) at(state uint64, now int64) view {
 	case w > sw+1:
 		prev, cur = 0, 0
 	default: // w < sw: stale now
-		w = sw
-		now = p.start + int64(w)*p.period
+		w, pos = sw, 0
 	}
-	s := p.start + int64(w)*p.period
-	return view{w: w, start: s, pos: now - s, prev: prev, cur: cur}
+	return view{w: w, start: p.start + int64(w)*p.period, pos: pos, prev: prev, cur: cur}
 }
 
 func (p *CounterParams) pack(v view) uint64 {
@@ -98,10 +106,16 @@ func (p *CounterParams) fits(v view, n uint64) bool {
 // returns the state to store (state itself when denied: a denial writes
 // nothing) and whether it is admitted.
 func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
+	return p.AdmitAt(state, p.At(now), n)
+}
+
+// AdmitAt is Admit at a time At prepared: shifts, compares and two 64×64
+// multiplies, no division.
+func (p *CounterParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint64, ok bool) {
 	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
 		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
-	v := p.at(state, now)
+	v := p.view(state, m)
 	if !p.fits(v, uint64(n)) {
 		return state, false
 	}
