@@ -109,18 +109,37 @@ func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok b
 	return p.AdmitAt(state, p.At(now), n)
 }
 
-// AdmitAt is Admit at a time At prepared: shifts, compares and two 64×64
-// multiplies, no division.
+// AdmitAt is Admit at a time At prepared: view and fits written out, with
+// the common case (the stored window is now's) first: shifts, compares and
+// two 64×64 multiplies, no division and no call, for the short stretch
+// between a loop's load and its CompareAndSwap (algo.WordRule).
 func (p *CounterParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint64, ok bool) {
 	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
 		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
-	v := p.view(state, m)
-	if !p.fits(v, uint64(n)) {
+	w, pos := m.Index, m.Pos
+	prev, cur := state>>p.shift&p.mask, state&p.mask
+	if sw := state >> (2 * p.shift); w != sw {
+		switch { // as view
+		case w == sw+1:
+			prev, cur = cur, 0
+		case w > sw+1:
+			prev, cur = 0, 0
+		default: // w < sw: stale now, read at the start of the stored window
+			w, pos = sw, 0
+		}
+	}
+	// As fits: cur + n ≤ N and prev·(W − pos) ≤ (N − cur − n)·W.
+	c := cur + uint64(n)
+	if c > p.limit {
 		return state, false
 	}
-	v.cur += uint64(n)
-	return p.pack(v), true
+	h1, l1 := bits.Mul64(prev, uint64(p.period-pos))
+	h2, l2 := bits.Mul64(p.limit-c, uint64(p.period))
+	if h1 > h2 || h1 == h2 && l1 > l2 {
+		return state, false
+	}
+	return w<<(2*p.shift) | prev<<p.shift | c, true
 }
 
 // Decide is Admit with the whole decision:
