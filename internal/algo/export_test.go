@@ -4,11 +4,6 @@ package algo
 // the state a request meets when another goroutine drained a band between
 // its check and its take.
 func (s *Set) TakeAll(st State, now int64, n int) bool {
-	var at [MaxBands]Moment
-	for i, r := range s.rule {
-		if r != nil {
-			at[i] = r.At(now)
-		}
-	}
-	return s.takeAll(st, now, n, &at)
+	var pl plan // unchecked: every band takes by its loop
+	return s.takeAll(st, now, n, &pl)
 }
