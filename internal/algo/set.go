@@ -131,34 +131,18 @@ func (s *Set) Admit(st State, now int64, n int) bool {
 }
 
 // A plan is an admission's check, kept for its take: for each one-word
-// band its prepared time, the word the check loaded (old) and the word it
-// decided to store (next), and for a GCRA band the stripe's counters, read
-// before that load (see Stripe).
+// band the word the check loaded (old) and the word it decided to store
+// (next), and for a GCRA band the stripe's counters, read before that
+// load (see Stripe).
 type plan struct {
-	at        [MaxBands]Moment
 	old, next [MaxBands]uint64
 	epoch     [MaxBands]Epoch
-	prepared  bool // at and epoch are set
 	checked   bool // old and next hold the check's words
 }
 
 // check is an admission's first phase: every band decides n at now with
 // loads only, and the first that denies ends it. It fills pl for the take.
-// First every one-word band's time and stripe counters, then the loads and
-// the decisions: from the first load to the take's last CompareAndSwap
-// there is only AdmitAt (see WordRule). A check again (after band 0's
-// planned CompareAndSwap failed) keeps the time and the counters: read
-// before the first loads, they are read before these too.
 func (s *Set) check(st State, now int64, n int, pl *plan) bool {
-	if !pl.prepared {
-		for i, r := range s.rule {
-			if r != nil {
-				pl.at[i] = r.At(now)
-				pl.epoch[i] = epochFor(s.word(st, i), r)
-			}
-		}
-		pl.prepared = true
-	}
 	for i, r := range s.rule {
 		if r == nil {
 			if !s.algs[i].Admits(s.Sub(st, i), now, n) {
@@ -166,9 +150,11 @@ func (s *Set) check(st State, now int64, n int, pl *plan) bool {
 			}
 			continue
 		}
-		pl.old[i] = s.word(st, i).Load()
+		w := s.word(st, i)
+		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
+		pl.old[i] = w.Load()
 		var ok bool
-		if pl.next[i], ok = r.AdmitAt(pl.old[i], pl.at[i], n); !ok {
+		if pl.next[i], ok = r.AdmitAt(pl.old[i], r.At(now), n); !ok {
 			return false
 		}
 	}
@@ -187,18 +173,16 @@ func (s *Set) admitOne(st State, now int64, n int) bool {
 }
 
 // take admits n at now on band i as pl planned, and returns what its
-// Refund needs. stale reports that band 0's word changed since the check:
-// nothing is taken yet, and the caller checks again.
-func (s *Set) take(st State, i int, now int64, n int, pl *plan) (t Taken, ok, stale bool) {
+// Refund needs.
+func (s *Set) take(st State, i int, now int64, n int, pl *plan) (Taken, bool) {
 	if r := s.rule[i]; r != nil {
 		w := s.word(st, i)
-		t = Taken{At: now, Epoch: pl.epoch[i]}
-		m := pl.at[i]
+		t := Taken{At: now, Epoch: pl.epoch[i]}
 		if pl.checked {
 			old, next := pl.old[i], pl.next[i]
 			if next == old {
 				t.Word = old
-				return t, true, false // n = 0: nothing to store
+				return t, true // n = 0: nothing to store
 			}
 			// If the word is still the one the check loaded, the check's
 			// decision is the band's admission and this CompareAndSwap its
@@ -208,25 +192,23 @@ func (s *Set) take(st State, i int, now int64, n int, pl *plan) (t Taken, ok, st
 			// first brings in for the others.
 			if w.CompareAndSwap(old, next) {
 				t.Word = next
-				return t, true, false
-			}
-			if i == 0 {
-				return t, false, true
+				return t, true
 			}
 		} else {
-			t.Epoch, m = epochFor(w, r), r.At(now)
+			t.Epoch = epochFor(w, r)
 		}
 		// The word changed since the check: its loop decides again on the
 		// word as it is.
-		t.Word, ok = AdmitWordAt(w, r, m, n)
-		return t, ok, false
+		stored, ok := AdmitWordAt(w, r, r.At(now), n)
+		t.Word = stored
+		return t, ok
 	}
-	if tk, is := s.algs[i].(Taker); is {
-		d, t := tk.Take(s.Sub(st, i), now, n)
-		return t, d.Allowed, false
+	if t, ok := s.algs[i].(Taker); ok {
+		d, tk := t.Take(s.Sub(st, i), now, n)
+		return tk, d.Allowed
 	}
-	_, ok = s.algs[i].Admit(s.Sub(st, i), now, n)
-	return Taken{}, ok, false // the log: nothing to give back, and it is last
+	_, ok := s.algs[i].Admit(s.Sub(st, i), now, n)
+	return Taken{}, ok // the log: nothing to give back, and it is last
 }
 
 // word is band i's first word.
@@ -241,19 +223,8 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 // it gives back the bands before it, last first.
 func (s *Set) takeAll(st State, now int64, n int, pl *plan) bool {
 	var taken [MaxBands]Taken
-	for i := 0; i < len(s.algs); i++ {
-		t, ok, stale := s.take(st, i, now, n, pl)
-		if stale {
-			// Another admission changed band 0 since the check, and no band
-			// is taken yet: check again, on loads that follow that admission
-			// (the failed CompareAndSwap has just brought the state's cache
-			// line here), rather than band by band.
-			if !s.check(st, now, n, pl) {
-				return false // nothing written
-			}
-			i = -1
-			continue
-		}
+	for i := range s.algs {
+		t, ok := s.take(st, i, now, n, pl)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
