@@ -87,10 +87,6 @@ func (p *CounterParams) view(state uint64, m algo.Moment) view {
 	return view{w: w, start: p.start + int64(w)*p.period, pos: pos, prev: prev, cur: cur}
 }
 
-func (p *CounterParams) pack(v view) uint64 {
-	return v.w<<(2*p.shift) | v.prev<<p.shift | v.cur
-}
-
 // fits reports whether n more events fit v: cur + n ≤ N and
 // prev·(W − pos) ≤ (N − cur − n)·W, in 128 bits.
 func (p *CounterParams) fits(v view, n uint64) bool {
