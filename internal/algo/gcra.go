@@ -9,8 +9,8 @@ import (
 // GCRA is gcra.Params as a WordRule: the state is the TAT.
 type GCRA struct{ P gcra.Params }
 
-// At: GCRA's decision needs the time alone.
-func (g *GCRA) At(now int64) Moment { return Moment{Now: now} }
+// Grid: GCRA reads the time alone.
+func (g *GCRA) Grid() Grid { return Grid{} }
 
 func (g *GCRA) AdmitAt(state uint64, m Moment, n int) (uint64, bool) {
 	next, ok := g.P.Admit(int64(state), m.Now, n)

@@ -53,6 +53,7 @@ type Set struct {
 	algs []Algorithm
 	off  []int      // off[i]: the index of band i's first word in the state
 	rule []WordRule // rule[i]: band i's WordRule if it has one word, else nil
+	grid []Grid     // grid[i]: its Grid
 	size int
 }
 
@@ -62,11 +63,13 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	if len(algs) == 0 || len(algs) > MaxBands {
 		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
 	}
-	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs))}
+	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs)), grid: make([]Grid, len(algs))}
 	for i, a := range algs {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
-		s.rule[i], _ = WordOf(a)
+		if w, ok := a.(word); ok {
+			s.rule[i], s.grid[i] = w.r, w.g
+		}
 		if !a.Refunds() && i != len(algs)-1 {
 			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
 		}
@@ -154,7 +157,7 @@ func (s *Set) check(st State, now int64, n int, pl *plan) bool {
 		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
 		pl.old[i] = w.Load()
 		var ok bool
-		if pl.next[i], ok = r.AdmitAt(pl.old[i], r.At(now), n); !ok {
+		if pl.next[i], ok = r.AdmitAt(pl.old[i], s.grid[i].At(now), n); !ok {
 			return false
 		}
 	}
@@ -165,7 +168,7 @@ func (s *Set) check(st State, now int64, n int, pl *plan) bool {
 // admitOne admits n at now on a set of one band.
 func (s *Set) admitOne(st State, now int64, n int) bool {
 	if r := s.rule[0]; r != nil {
-		_, ok := AdmitWord(st.Word, r, now, n)
+		_, ok := AdmitWordAt(st.Word, r, s.grid[0].At(now), n)
 		return ok
 	}
 	_, ok := s.algs[0].Admit(st, now, n)
@@ -199,7 +202,7 @@ func (s *Set) take(st State, i int, now int64, n int, pl *plan) (Taken, bool) {
 		}
 		// The word changed since the check: its loop decides again on the
 		// word as it is.
-		stored, ok := AdmitWordAt(w, r, r.At(now), n)
+		stored, ok := AdmitWordAt(w, r, s.grid[i].At(now), n)
 		t.Word = stored
 		return t, ok
 	}
@@ -285,7 +288,7 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 func (s *Set) Take(st State, now int64, n int) (gcra.Decision, Taken) {
 	if len(s.algs) == 1 {
 		if r := s.rule[0]; r != nil {
-			return TakeWord(st.Word, r, now, n)
+			return TakeWordAt(st.Word, r, s.grid[0].At(now), n)
 		}
 		if t, ok := s.algs[0].(Taker); ok {
 			return t.Take(st, now, n)

@@ -105,8 +105,8 @@ func (p *AnchoredParams) current(state uint64, now int64) (f, c uint64) {
 	return max(f, p.units(now)), 0
 }
 
-// At prepares now for AdmitAt: clamped, as every decision takes it.
-func (p *AnchoredParams) At(now int64) algo.Moment { return algo.Moment{Now: clampNow(now)} }
+// Grid: the anchored window reads the time alone.
+func (p *AnchoredParams) Grid() algo.Grid { return algo.Grid{} }
 
 func clampNow(now int64) int64 { return min(max(now, 0), int64(gcra.MaxNow)) }
 
@@ -118,7 +118,7 @@ func clampNow(now int64) int64 { return min(max(now, 0), int64(gcra.MaxNow)) }
 //	(A, c) = current window and count   (see above)
 //	admit ⇔ c + n ≤ N;   next = (A, c + n)
 func (p *AnchoredParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
-	return p.AdmitAt(state, p.At(now), n)
+	return p.AdmitAt(state, p.Grid().At(now), n)
 }
 
 // AdmitAt is Admit at a time At prepared.
@@ -129,7 +129,7 @@ func (p *AnchoredParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint6
 	if uint64(int64(n)-1) >= p.limit || state == Retired {
 		return state, false
 	}
-	f, c := p.current(state, m.Now)
+	f, c := p.current(state, clampNow(m.Now))
 	if c+uint64(n) > p.limit {
 		return state, false
 	}

@@ -58,15 +58,11 @@ type view struct {
 }
 
 // at reads state at now: see view.
-func (p *CounterParams) at(state uint64, now int64) view { return p.view(state, p.At(now)) }
+func (p *CounterParams) at(state uint64, now int64) view { return p.view(state, p.Grid().At(now)) }
 
-// At prepares now for AdmitAt: its window and the position in it, the one
-// division of the decision.
-func (p *CounterParams) At(now int64) algo.Moment {
-	now = max(now, p.start)
-	w := p.index(now)
-	return algo.Moment{Now: now, Index: w, Pos: now - (p.start + int64(w)*p.period)}
-}
+// Grid: windows of the period from start. Its At is now's window and the
+// position in it (0 before start), the one division of the decision.
+func (p *CounterParams) Grid() algo.Grid { return algo.Grid{Start: p.start, Period: p.period} }
 
 // view reads state at the time m. A stale time, in a window before the
 // stored one, is read at the start of the stored window, where the
@@ -102,7 +98,7 @@ func (p *CounterParams) fits(v view, n uint64) bool {
 // returns the state to store (state itself when denied: a denial writes
 // nothing) and whether it is admitted.
 func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
-	return p.AdmitAt(state, p.At(now), n)
+	return p.AdmitAt(state, p.Grid().At(now), n)
 }
 
 // AdmitAt is Admit at a time At prepared: view and fits written out, with

@@ -125,11 +125,9 @@ func (p *FixedParams) currentAt(state, w uint64) (uint64, uint64) {
 	return w, 0 // a new window: the whole quota again
 }
 
-// At prepares now for AdmitAt: its window, the one division of the
-// decision.
-func (p *FixedParams) At(now int64) algo.Moment {
-	return algo.Moment{Now: now, Index: p.index(now)}
-}
+// Grid: windows of the period from start. Its At is now's window, the one
+// division of the decision (index).
+func (p *FixedParams) Grid() algo.Grid { return algo.Grid{Start: p.start, Period: p.period} }
 
 // Admit decides a request for n events at now against the stored state. It
 // returns the state to store and whether the request is admitted; when it is
@@ -145,7 +143,7 @@ func (p *FixedParams) At(now int64) algo.Moment {
 // newer window the cell already holds: the window of the decision, which a
 // caller preempted across a boundary reaches only after it.
 func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
-	return p.AdmitAt(state, p.At(now), n)
+	return p.AdmitAt(state, p.Grid().At(now), n)
 }
 
 // AdmitAt is Admit at a time At prepared: shifts and compares only.
