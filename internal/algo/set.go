@@ -403,12 +403,30 @@ func Far(from, now int64, clk Clock, reach *atomic.Int64) bool {
 // IdleFrom returns when the last of st's bands becomes idle, and false if
 // st is retired.
 func (s *Set) IdleFrom(st State) (int64, bool) {
-	if len(s.algs) == 1 { // one band: its own Idle, without a snapshot
-		_, from, _, _, live := s.algs[0].Idle(st, 0)
-		return from, live
+	// Loads only, band by band, the last first (as snapshot reads them):
+	// a denial asks this of every state it meets (see Far), so it builds
+	// no snapshot and decides a one-word band on its word with its rule.
+	var from int64
+	for i := len(s.algs) - 1; i >= 0; i-- {
+		var f int64
+		if r := s.rule[i]; r != nil {
+			v := s.word(st, i).Load()
+			if v == r.Retired() {
+				if i == len(s.algs)-1 {
+					return 0, false
+				}
+				continue // an earlier band is never retired
+			}
+			f, _, _ = r.Idle(v, 0)
+		} else {
+			var live bool
+			if _, f, _, _, live = s.algs[i].Idle(s.Sub(st, i), 0); !live && i == len(s.algs)-1 {
+				return 0, false
+			}
+		}
+		from = max(from, f)
 	}
-	sn := s.snapshot(st, 0)
-	return sn.from, sn.live
+	return from, true
 }
 
 // RetireStale retires st, idle or not, if every band is idle by limit; the
