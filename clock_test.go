@@ -30,6 +30,10 @@ func everyRule() map[string]atomiclimit.Rule {
 		"rolling":  atomiclimit.Rolling(5, time.Second, 100*time.Millisecond, 0),
 		"bands": atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.PerSecond(10), 5),
 			atomiclimit.FixedWindow(50, time.Minute), atomiclimit.SlidingLog(5, time.Second)),
+		// A denial looks at the band that denied (algo.Set.Suspect): here
+		// a window first, its IdleAfter a day, beside a GCRA band of 500ms.
+		"bands/window-first": atomiclimit.Bands(atomiclimit.FixedWindow(5, 24*time.Hour),
+			atomiclimit.GCRA(atomiclimit.PerSecond(10), 5)),
 	}
 }
 
@@ -64,7 +68,7 @@ func TestFarStateStartsAgain(t *testing.T) {
 
 			// A key that is never asked for again is removed by a sweep.
 			require.Equal(t, 5, fill(func(at time.Time) bool { return k.AllowN("c", at, 1) }, clk.At(10*year)))
-			clk.Advance(time.Hour) // a and b idle
+			clk.Advance(48 * time.Hour) // a and b idle
 			assert.Equal(t, 3, k.Sweep(), "a, b idle; c far")
 			assert.Zero(t, k.Stats().Keys)
 
@@ -75,6 +79,28 @@ func TestFarStateStartsAgain(t *testing.T) {
 			assert.True(t, l.Peek(1).Allowed, "a peek at the clock forgets it too")
 			assert.Equal(t, 5, fill(func(time.Time) bool { return l.Take(1).Allowed }, clk.Now()))
 			assert.False(t, l.Allow())
+		})
+	}
+}
+
+// Far is not only years: a state stamped four days ahead, twice the
+// longest reach of these rules (a day's window) and more, is far too, and
+// the band that denies it at the clock is the one that says so, whichever
+// band it is.
+func TestFarStateDaysAhead(t *testing.T) {
+	for name, rule := range everyRule() {
+		t.Run(name, func(t *testing.T) {
+			clk := newFakeClock()
+			ahead := clk.At(96 * time.Hour)
+			k, err := atomiclimit.NewKeyedRule[string](rule, atomiclimit.WithClock(clk), atomiclimit.WithSweepInterval(0))
+			require.NoError(t, err)
+			defer k.Close()
+			l, err := atomiclimit.NewRule(rule, atomiclimit.WithClock(clk))
+			require.NoError(t, err)
+			require.Equal(t, 5, fill(func(at time.Time) bool { return k.AllowN("a", at, 1) }, ahead))
+			require.Equal(t, 5, fill(func(at time.Time) bool { return l.AllowN(at, 1) }, ahead))
+			assert.Equal(t, 5, fill(func(time.Time) bool { return k.Allow("a") }, clk.Now()), "keyed")
+			assert.Equal(t, 5, fill(func(time.Time) bool { return l.Allow() }, clk.Now()), "limiter")
 		})
 	}
 }

@@ -121,13 +121,17 @@ func (l *Limiter) Allow() bool {
 	// The GCRA path by hand (Bucket.AllowN's first attempt inlines here),
 	// as in AllowN: a call less on the hottest path there is.
 	r, now := l.rule.Load(), l.src.Now()
-	var ok, settled bool
+	var ok, settled, suspect bool
 	if !r.gcra || r.g.IsUnlimited() {
-		ok = l.allowGeneric(r, now, 1)
-	} else if ok, settled = l.bucket().TryAllowN(&r.g, now, 1); !settled {
-		ok = l.bucket().AllowN(&r.g, now, 1) // the bucket's first attempt inlines above
+		ok, suspect = l.allowGeneric(r, now, 1)
+	} else {
+		if ok, settled = l.bucket().TryAllowN(&r.g, now, 1); !settled {
+			ok = l.bucket().AllowN(&r.g, now, 1) // the bucket's first attempt inlines above
+		}
+		// far by hand (it does not inline): one load of a word just loaded.
+		suspect = !ok && int64(l.cell.word.Load())-now > r.far
 	}
-	if !ok && (l.src.IsCoarse() || l.far(r, now)) {
+	if !ok && (suspect || l.src.IsCoarse()) {
 		return l.allowAgain(r, now, 1, l.src.IsCoarse())
 	}
 	return ok
@@ -154,13 +158,16 @@ func (l *Limiter) allowAgain(r *rule, now int64, n int, fresh bool) bool {
 // ever admit, are denied.
 func (l *Limiter) AllowN(now time.Time, n int) bool {
 	r, t := l.rule.Load(), l.src.At(now)
-	var ok, settled bool
+	var ok, settled, suspect bool
 	if !r.gcra || r.g.IsUnlimited() {
-		ok = l.allowGeneric(r, t, n)
-	} else if ok, settled = l.bucket().TryAllowN(&r.g, t, n); !settled {
-		ok = l.bucket().AllowN(&r.g, t, n) // as in Allow: the first attempt inlines above
+		ok, suspect = l.allowGeneric(r, t, n)
+	} else {
+		if ok, settled = l.bucket().TryAllowN(&r.g, t, n); !settled {
+			ok = l.bucket().AllowN(&r.g, t, n) // as in Allow: the first attempt inlines above
+		}
+		suspect = !ok && int64(l.cell.word.Load())-t > r.far // as in Allow
 	}
-	if !ok && l.far(r, t) {
+	if suspect {
 		return l.allowAgain(r, t, n, false)
 	}
 	return ok
@@ -169,7 +176,8 @@ func (l *Limiter) AllowN(now time.Time, n int) bool {
 // allowOnce is AllowN on the state as it is.
 func (l *Limiter) allowOnce(r *rule, now int64, n int) bool {
 	if !r.gcra || r.g.IsUnlimited() {
-		return l.allowGeneric(r, now, n)
+		ok, _ := l.allowGeneric(r, now, n)
+		return ok
 	}
 	if ok, settled := l.bucket().TryAllowN(&r.g, now, n); settled {
 		return ok
@@ -177,22 +185,28 @@ func (l *Limiter) allowOnce(r *rule, now int64, n int) bool {
 	return l.bucket().AllowN(&r.g, now, n)
 }
 
-// allowGeneric is allow for every rule but a finite GCRA one.
-func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
+// allowGeneric is allow for every rule but a finite GCRA one. suspect
+// reports a denial on a state that may be one to forget (see far):
+// allowAgain decides.
+func (l *Limiter) allowGeneric(r *rule, now int64, n int) (ok, suspect bool) {
 	switch {
 	case r.gcra: // Unlimited
-		return n >= 0 // writes nothing
+		return n >= 0, false // writes nothing
 	case r.word != nil:
-		_, ok := algo.AdmitWordAt(&l.cell.word, r.word, r.grid.At(now), n)
-		return ok
+		_, ok = algo.AdmitWordAt(&l.cell.word, r.word, r.grid.At(now), n)
+		return ok, !ok && l.far(r, now)
 	}
 	for {
+		st := l.state()
+		ok, band := r.set.AdmitBy(st, now, n)
+		if ok || !r.set.Suspect(st, band, now) {
+			return ok, false
+		}
+		if !r.set.IsRetired(st) {
+			return false, true // far
+		}
 		// A wide state being forgotten is retired first: decide again on
 		// the one that replaces it.
-		st := l.state()
-		if ok := r.set.Admit(st, now, n); ok || !r.set.IsRetired(st) {
-			return ok
-		}
 	}
 }
 

@@ -5,5 +5,6 @@ package algo
 // its check and its take.
 func (s *Set) TakeAll(st State, now int64, n int) bool {
 	var pl plan // unchecked: every band takes by its loop
-	return s.takeAll(st, now, n, &pl)
+	ok, _ := s.takeAll(st, now, n, &pl)
+	return ok
 }

@@ -54,6 +54,7 @@ type Set struct {
 	off  []int      // off[i]: the index of band i's first word in the state
 	rule []WordRule // rule[i]: band i's WordRule if it has one word, else nil
 	grid []Grid     // grid[i]: its Grid
+	idle []int64    // idle[i]: band i's Quota().IdleAfter, in ns
 	size int
 }
 
@@ -63,7 +64,7 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	if len(algs) == 0 || len(algs) > MaxBands {
 		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
 	}
-	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs)), grid: make([]Grid, len(algs))}
+	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs)), grid: make([]Grid, len(algs)), idle: make([]int64, len(algs))}
 	for i, a := range algs {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
@@ -75,6 +76,7 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 		}
 		s.off[i] = s.size
 		s.size += a.Words()
+		s.idle[i] = int64(a.Quota().IdleAfter)
 	}
 	return s, nil
 }
@@ -123,14 +125,53 @@ func (s *Set) Init(st State, floors []atomic.Uint64) {
 // Admit decides n at now under every band and records it in all of them if
 // every band admits.
 func (s *Set) Admit(st State, now int64, n int) bool {
+	ok, _ := s.AdmitBy(st, now, n)
+	return ok
+}
+
+// AdmitBy is Admit that also returns, for a denial, the band that denied:
+// the first the check found denying, or the one whose take failed.
+func (s *Set) AdmitBy(st State, now int64, n int) (ok bool, band int) {
 	if len(s.algs) == 1 {
-		return s.admitOne(st, now, n)
+		return s.admitOne(st, now, n), 0
 	}
 	var pl plan
-	if !s.check(st, now, n, &pl) {
-		return false // nothing written
+	if band, ok = s.check(st, now, n, &pl); !ok {
+		return false, band // nothing written
 	}
 	return s.takeAll(st, now, n, &pl)
+}
+
+// Suspect reports whether a denial at now by band on st needs a second
+// look: st is retired, or the band is idle more than its own IdleAfter
+// after now, later than any admission at now or before could have made it
+// (then IdleFrom and Far decide). Loads only, of the band's words and, if
+// it is not the last, of the last band's.
+//
+// Looking at the band that denied is enough: an admission is counted in
+// every band or given back from every band it took from, a band becomes
+// idle no earlier than the time of any admission it counts, and the bands
+// of a Set do not reserve ahead. So if st is idle more than twice
+// the longest IdleAfter after now (the rule's threshold for a far state),
+// its latest admission was stamped more than the longest IdleAfter after
+// now, and every band, the one that denied included, is idle more than its
+// own IdleAfter after now.
+func (s *Set) Suspect(st State, band int, now int64) bool {
+	last := len(s.algs) - 1
+	var from int64
+	if r := s.rule[band]; r != nil {
+		v := s.word(st, band).Load()
+		if v == r.Retired() {
+			return band == last // an earlier band is never retired
+		}
+		from, _, _ = r.Idle(v, 0)
+	} else {
+		var live bool
+		if _, from, _, _, live = s.algs[band].Idle(s.Sub(st, band), 0); !live {
+			return true
+		}
+	}
+	return from-now > s.idle[band] || band != last && s.IsRetired(st)
 }
 
 // A plan is an admission's check, kept for its take: for each one-word
@@ -144,25 +185,25 @@ type plan struct {
 }
 
 // check is an admission's first phase: every band decides n at now with
-// loads only, and the first that denies ends it. It fills pl for the take.
-func (s *Set) check(st State, now int64, n int, pl *plan) bool {
+// loads only, and the first that denies ends it (band is that band). It
+// fills pl for the take.
+func (s *Set) check(st State, now int64, n int, pl *plan) (band int, ok bool) {
 	for i, r := range s.rule {
 		if r == nil {
 			if !s.algs[i].Admits(s.Sub(st, i), now, n) {
-				return false
+				return i, false
 			}
 			continue
 		}
 		w := s.word(st, i)
 		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
 		pl.old[i] = w.Load()
-		var ok bool
 		if pl.next[i], ok = r.AdmitAt(pl.old[i], s.grid[i].At(now), n); !ok {
-			return false
+			return i, false
 		}
 	}
 	pl.checked = true
-	return true
+	return 0, true
 }
 
 // admitOne admits n at now on a set of one band.
@@ -223,8 +264,8 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 }
 
 // takeAll takes n from every band in order, as pl planned; if one denies,
-// it gives back the bands before it, last first.
-func (s *Set) takeAll(st State, now int64, n int, pl *plan) bool {
+// it gives back the bands before it, last first, and returns it as band.
+func (s *Set) takeAll(st State, now int64, n int, pl *plan) (ok bool, band int) {
 	var taken [MaxBands]Taken
 	for i := range s.algs {
 		t, ok := s.take(st, i, now, n, pl)
@@ -232,11 +273,11 @@ func (s *Set) takeAll(st State, now int64, n int, pl *plan) bool {
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
 			}
-			return false
+			return false, i
 		}
 		taken[i] = t
 	}
-	return true
+	return true, 0
 }
 
 // Decide is Admit with the decision of the most restrictive band: when
@@ -250,9 +291,9 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 		return s.algs[0].Decide(st, now, n, peek), 0
 	}
 	var pl plan
-	ok := s.check(st, now, n, &pl)
+	_, ok := s.check(st, now, n, &pl)
 	if ok && !peek {
-		ok = s.takeAll(st, now, n, &pl)
+		ok, _ = s.takeAll(st, now, n, &pl)
 	}
 	d.Allowed = ok
 	d.Remaining = int(^uint(0) >> 1)
