@@ -26,9 +26,11 @@ type waiter[K comparable] interface {
 // request for n at key, all or nothing, takes it and returns Pass, with out
 // filled as Take fills it (zero on entry), each policy's Outcome.Waited
 // saying how long it made the request wait. It never waits past ctx's
-// deadline, nor past deadline (the zero Time: none), both read on the
-// monotonic clock (time.Now), whatever clock the limiters read: a request
-// whose wait cannot end by then fails at once, having taken nothing, with
+// deadline, nor longer than maxWait (0: no bound but ctx's; Take is the
+// request that does not wait), both measured on the monotonic clock
+// (time.Now), whatever clock the limiters read, from the first time Wait
+// finds it must wait: a request whose wait cannot end by then fails at
+// once, having taken nothing, with
 // Deny and an error wrapping ErrDeadline, and out holds the denial (Denied
 // names the policies and the wait they need). A request no wait can admit
 // (n above a policy's burst, DenyAll) fails at once with Deny and an error
@@ -46,8 +48,8 @@ type waiter[K comparable] interface {
 //     reservation) and sleeps until they are due, so that concurrent
 //     waiters go in the order they reserved. If ctx ends first, a *Keyed's
 //     reservation is cancelled (Reservation.Cancel's rule). A WaitN is
-//     handed ctx, or a context with the earlier deadline, and its rules
-//     are the limiter's: redislimit's GCRA reserves in Redis, one call per
+//     handed ctx, or a context with maxWait's earlier deadline, and its
+//     rules are the limiter's: redislimit's GCRA reserves in Redis, one call per
 //     request; its windows take and retry with a jitter of their own.
 //   - Every other stack (several policies, a window rule in process, a
 //     limiter that does not wait) takes, and after a denial sleeps the
@@ -74,10 +76,11 @@ type waiter[K comparable] interface {
 // It starts no goroutine. It allocates nothing with in-process limiters,
 // waits included (its timers are reused); a remote limiter's calls
 // allocate what its client allocates, and handing WaitN a deadline
-// earlier than ctx's costs a derived context. Report reports what Wait
+// earlier than ctx's costs a derived context. An admission that does not
+// wait costs what Take costs: Wait reads no clock of its own then. Report reports what Wait
 // returns as it reports Take's: with the Waited events.
-func (s *Stack[K]) Wait(ctx context.Context, key K, n int, deadline time.Time, out []Outcome) (res Result, at int, err error) {
-	return s.wait(ctx, key, n, deadline, out, nil)
+func (s *Stack[K]) Wait(ctx context.Context, key K, n int, maxWait time.Duration, out []Outcome) (res Result, at int, err error) {
+	return s.wait(ctx, key, n, maxWait, out, nil)
 }
 
 // A waitKit replaces, in tests, what Wait sleeps with and draws its
@@ -87,23 +90,23 @@ type waitKit struct {
 	draw  func(int64) int64 // nil: rand.Int64N
 }
 
-func (s *Stack[K]) wait(ctx context.Context, key K, n int, deadline time.Time, out []Outcome, kit *waitKit) (Result, int, error) {
+func (s *Stack[K]) wait(ctx context.Context, key K, n int, maxWait time.Duration, out []Outcome, kit *waitKit) (Result, int, error) {
 	out = out[:len(s.pols)]
 	if len(s.pols) == 1 {
 		switch p := &s.pols[0]; {
 		case p.keyed != nil && p.keyed.fast:
-			return s.waitReserve(ctx, p.keyed, key, n, deadline, out, kit)
+			return s.waitReserve(ctx, p.keyed, key, n, maxWait, out, kit)
 		case p.waiter != nil:
-			return s.waitRemote(ctx, p, key, n, deadline, out)
+			return s.waitRemote(ctx, p, key, n, maxWait, out)
 		}
 	}
-	return s.waitRetry(ctx, key, n, deadline, out, kit)
+	return s.waitRetry(ctx, key, n, maxWait, out, kit)
 }
 
 // waitReserve is Wait for a lone *Keyed policy of a GCRA rule: Take, which
 // admits at once when it can, with the whole decision; after a denial,
 // reserve and sleep until the reservation is due.
-func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, deadline time.Time, out []Outcome, kit *waitKit) (Result, int, error) {
+func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, maxWait time.Duration, out []Outcome, kit *waitKit) (Result, int, error) {
 	res, at := s.Take(ctx, key, n, out)
 	if res != Deny {
 		return res, at, failure(ctx, res, at, out)
@@ -112,7 +115,7 @@ func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, d
 	if o.Decision.RetryAfter == Never {
 		return Deny, 0, never(s.pols[0].Name, n)
 	}
-	room, res, err := budget(ctx, deadline)
+	room, res, err := budget(ctx, time.Now(), maxWait)
 	if err != nil {
 		return res, 0, err
 	}
@@ -145,16 +148,17 @@ func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, d
 }
 
 // waitRemote is Wait for a lone policy whose limiter waits itself.
-func (s *Stack[K]) waitRemote(ctx context.Context, p *stacked[K], key K, n int, deadline time.Time, out []Outcome) (Result, int, error) {
+func (s *Stack[K]) waitRemote(ctx context.Context, p *stacked[K], key K, n int, maxWait time.Duration, out []Outcome) (Result, int, error) {
 	wctx := ctx
-	if !deadline.IsZero() {
+	start := time.Now()
+	if maxWait > 0 {
+		deadline := start.Add(maxWait)
 		if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
 			var cancel context.CancelFunc
 			wctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
 		}
 	}
-	start := time.Now()
 	err := p.waiter.WaitN(wctx, key, n)
 	o := &out[0]
 	o.Quota = p.Limiter.Quota(key)
@@ -193,8 +197,9 @@ func (s *Stack[K]) waitRemote(ctx context.Context, p *stacked[K], key K, n int, 
 
 // waitRetry is Wait for any stack: take, and after a denial sleep for the
 // longest wait a violated policy named, plus the jitter, then take again.
-func (s *Stack[K]) waitRetry(ctx context.Context, key K, n int, deadline time.Time, out []Outcome, kit *waitKit) (Result, int, error) {
+func (s *Stack[K]) waitRetry(ctx context.Context, key K, n int, maxWait time.Duration, out []Outcome, kit *waitKit) (Result, int, error) {
 	var waited [MaxPolicies]time.Duration
+	var start time.Time // the first denial's: maxWait counts from there
 	for {
 		res, at := s.Take(ctx, key, n, out)
 		switch res {
@@ -211,7 +216,10 @@ func (s *Stack[K]) waitRetry(ctx context.Context, key K, n int, deadline time.Ti
 		if ra == Never {
 			return Deny, at, never(s.pols[j].Name, n)
 		}
-		room, res, err := budget(ctx, deadline)
+		if start.IsZero() {
+			start = time.Now()
+		}
+		room, res, err := budget(ctx, start, maxWait)
 		if err != nil {
 			return res, at, err
 		}
@@ -265,11 +273,11 @@ func jitter(ra time.Duration, q Quota, room time.Duration, kit *waitKit) time.Du
 	return time.Duration(rand.Int64N(int64(j)))
 }
 
-// budget returns how long a wait may last: until the earlier of ctx's
-// deadline and deadline (math.MaxInt64 without either). A deadline that
-// has passed fails: ctx's with Gone (the caller's context is over, as
-// Take reports it), deadline's with Deny.
-func budget(ctx context.Context, deadline time.Time) (time.Duration, Result, error) {
+// budget returns how long a wait may last from now: until the earlier of
+// ctx's deadline and start + maxWait (math.MaxInt64 without either). A
+// deadline that has passed fails: ctx's with Gone (the caller's context is
+// over, as Take reports it), maxWait's with Deny.
+func budget(ctx context.Context, start time.Time, maxWait time.Duration) (time.Duration, Result, error) {
 	room := time.Duration(math.MaxInt64)
 	now := time.Now()
 	if d, ok := ctx.Deadline(); ok {
@@ -277,9 +285,9 @@ func budget(ctx context.Context, deadline time.Time) (time.Duration, Result, err
 			return 0, Gone, ctxErr(ctx)
 		}
 	}
-	if !deadline.IsZero() {
-		if room = min(room, deadline.Sub(now)); room <= 0 {
-			return 0, Deny, fmt.Errorf("%w: it has passed", ErrDeadline)
+	if maxWait > 0 {
+		if room = min(room, start.Add(maxWait).Sub(now)); room <= 0 {
+			return 0, Deny, fmt.Errorf("%w: the longest wait, %v, has passed", ErrDeadline, maxWait)
 		}
 	}
 	return room, Pass, nil

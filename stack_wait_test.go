@@ -180,7 +180,7 @@ func TestStackWaitKeepsEveryBoundOnTheSends(t *testing.T) {
 	s.goN(goroutines, func(int) {
 		for range each {
 			var out [2]atomiclimit.Outcome
-			res, _, err := st.WaitWithKit(context.Background(), "k", 1, time.Time{}, out[:], s.timer, func(j int64) int64 { return j / 2 })
+			res, _, err := st.WaitWithKit(context.Background(), "k", 1, 0, out[:], s.timer, func(j int64) int64 { return j / 2 })
 			if res != atomiclimit.Pass {
 				errs <- fmt.Errorf("Wait: %v, %v", res, err)
 				return
@@ -222,7 +222,7 @@ func TestStackWaitLonePolicyInOrder(t *testing.T) {
 	s.goN(goroutines, func(g int) {
 		for i := range each {
 			var out [1]atomiclimit.Outcome
-			res, _, err := st.WaitWithKit(context.Background(), "k", 1, time.Time{}, out[:], s.timer, nil)
+			res, _, err := st.WaitWithKit(context.Background(), "k", 1, 0, out[:], s.timer, nil)
 			if res != atomiclimit.Pass {
 				t.Errorf("Wait: %v, %v", res, err)
 				return
@@ -268,7 +268,7 @@ func TestStackWaitFailsAtOnce(t *testing.T) {
 	for _, st := range []*atomiclimit.Stack[string]{newStack(t, pol("hour", hour)), newStack(t, pol("second", other), pol("hour", hour))} {
 		name := fmt.Sprintf("%d policies", st.Len())
 		out := make([]atomiclimit.Outcome, st.Len())
-		res, _, err := st.WaitWithKit(context.Background(), "k", 1, time.Time{}, out, noTimer(t), nil)
+		res, _, err := st.WaitWithKit(context.Background(), "k", 1, 0, out, noTimer(t), nil)
 		if res != atomiclimit.Pass || err != nil {
 			t.Fatalf("%s: first request: %v %v", name, res, err)
 		}
@@ -276,7 +276,7 @@ func TestStackWaitFailsAtOnce(t *testing.T) {
 		beforeOther := peek(other, "k", 1)
 
 		clear(out)
-		res, at, err := st.WaitWithKit(context.Background(), "k", 1, time.Now().Add(time.Minute), out, noTimer(t), nil)
+		res, at, err := st.WaitWithKit(context.Background(), "k", 1, time.Minute, out, noTimer(t), nil)
 		if res != atomiclimit.Deny || !errors.Is(err, atomiclimit.ErrDeadline) {
 			t.Errorf("%s: an hour's wait with a minute left: %v %v, want Deny and ErrDeadline", name, res, err)
 		}
@@ -285,18 +285,18 @@ func TestStackWaitFailsAtOnce(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		clear(out)
-		res, _, err = st.WaitWithKit(ctx, "k", 1, time.Time{}, out, noTimer(t), nil)
+		res, _, err = st.WaitWithKit(ctx, "k", 1, 0, out, noTimer(t), nil)
 		cancel()
 		if res != atomiclimit.Deny || !errors.Is(err, atomiclimit.ErrDeadline) {
 			t.Errorf("%s: with ctx's minute: %v %v", name, res, err)
 		}
 		clear(out)
-		if res, _, err = st.WaitWithKit(context.Background(), "k", 2, time.Time{}, out, noTimer(t), nil); res != atomiclimit.Deny || !errors.Is(err, atomiclimit.ErrExceedsBurst) {
+		if res, _, err = st.WaitWithKit(context.Background(), "k", 2, 0, out, noTimer(t), nil); res != atomiclimit.Deny || !errors.Is(err, atomiclimit.ErrExceedsBurst) {
 			t.Errorf("%s: n above the burst: %v %v", name, res, err)
 		}
 		past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 		clear(out)
-		res, _, err = st.WaitWithKit(past, "k", 1, time.Time{}, out, noTimer(t), nil)
+		res, _, err = st.WaitWithKit(past, "k", 1, 0, out, noTimer(t), nil)
 		cancel()
 		if res != atomiclimit.Gone || !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: ctx past its deadline: %v %v", name, res, err)
@@ -317,7 +317,7 @@ func TestStackWaitCancelled(t *testing.T) {
 	b := stackKeyed(t, clk, atomiclimit.GCRA(gcra.Every(time.Second), 2))
 	for _, st := range []*atomiclimit.Stack[string]{newStack(t, pol("a", a)), newStack(t, pol("b", b), pol("a", a))} {
 		out := make([]atomiclimit.Outcome, st.Len())
-		if res, _, _ := st.Wait(context.Background(), "k", 1, time.Time{}, out); res != atomiclimit.Pass {
+		if res, _, _ := st.Wait(context.Background(), "k", 1, 0, out); res != atomiclimit.Pass {
 			t.Fatal(res)
 		}
 		beforeA, beforeB := peek(a, "k", 1), peek(b, "k", 1)
@@ -326,7 +326,7 @@ func TestStackWaitCancelled(t *testing.T) {
 		done := make(chan error)
 		go func() {
 			out := make([]atomiclimit.Outcome, st.Len())
-			res, _, err := st.WaitWithKit(ctx, "k", 1, time.Time{}, out, func(d time.Duration) (<-chan time.Time, func() bool) {
+			res, _, err := st.WaitWithKit(ctx, "k", 1, 0, out, func(d time.Duration) (<-chan time.Time, func() bool) {
 				timers <- d
 				return nil, func() bool { return true }
 			}, func(int64) int64 { return 0 })
@@ -360,7 +360,7 @@ func TestStackWaitJitter(t *testing.T) {
 	var out [2]atomiclimit.Outcome
 	for range 4 {
 		clear(out[:])
-		if res, _, _ := st.Wait(context.Background(), "k", 1, time.Time{}, out[:]); res != atomiclimit.Pass {
+		if res, _, _ := st.Wait(context.Background(), "k", 1, 0, out[:]); res != atomiclimit.Pass {
 			t.Fatal(res)
 		}
 		clk.Advance(50 * time.Millisecond)
@@ -375,7 +375,7 @@ func TestStackWaitJitter(t *testing.T) {
 	for range waiters {
 		go func() {
 			var out [2]atomiclimit.Outcome
-			res, _, _ := st.WaitWithKit(ctx, "k", 1, time.Time{}, out[:], func(d time.Duration) (<-chan time.Time, func() bool) {
+			res, _, _ := st.WaitWithKit(ctx, "k", 1, 0, out[:], func(d time.Duration) (<-chan time.Time, func() bool) {
 				sleeps <- d
 				if round.Load() == 0 {
 					return release, func() bool { return true }
@@ -439,16 +439,17 @@ func TestStackWaitHandsTheWait(t *testing.T) {
 	w := &waitingLimiter{Keyed: stackKeyed(t, clk, atomiclimit.GCRA(gcra.Every(time.Minute), 1))}
 	st := newStack(t, pol("remote", w))
 	var out [1]atomiclimit.Outcome
-	soon := time.Now().Add(time.Minute)
-	if res, _, err := st.Wait(context.Background(), "k", 1, soon, out[:]); res != atomiclimit.Pass || err != nil || out[0].Kind != atomiclimit.Admitted {
+	before := time.Now()
+	if res, _, err := st.Wait(context.Background(), "k", 1, time.Minute, out[:]); res != atomiclimit.Pass || err != nil || out[0].Kind != atomiclimit.Admitted {
 		t.Fatalf("%v %v %+v", res, err, out[0])
 	}
+	after := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	ctxDL, _ := ctx.Deadline()
-	st.Wait(ctx, "k", 1, soon, out[:])
-	if !w.deadlines[0].Equal(soon) || !w.deadlines[1].Equal(ctxDL) {
-		t.Errorf("deadlines handed %v, want %v then ctx's %v", w.deadlines, soon, ctxDL)
+	st.Wait(ctx, "k", 1, time.Minute, out[:])
+	if dl := w.deadlines[0]; dl.Before(before.Add(time.Minute)) || dl.After(after.Add(time.Minute)) || !w.deadlines[1].Equal(ctxDL) {
+		t.Errorf("deadlines handed %v, want a minute from the call, then ctx's %v", w.deadlines, ctxDL)
 	}
 	for _, c := range []struct {
 		err  error
@@ -463,7 +464,7 @@ func TestStackWaitHandsTheWait(t *testing.T) {
 	} {
 		w.err = c.err
 		clear(out[:])
-		res, _, err := st.Wait(context.Background(), "k", 1, time.Time{}, out[:])
+		res, _, err := st.Wait(context.Background(), "k", 1, 0, out[:])
 		if res != c.want || !errors.Is(err, c.is) {
 			t.Errorf("WaitN's %v: %v %v, want %v", c.err, res, err, c.want)
 		}
@@ -474,7 +475,7 @@ func TestStackWaitHandsTheWait(t *testing.T) {
 	w.err = context.Canceled
 	done, stop := context.WithCancel(context.Background())
 	stop()
-	if res, _, err := st.Wait(done, "k", 1, time.Time{}, out[:]); res != atomiclimit.Gone || !errors.Is(err, context.Canceled) {
+	if res, _, err := st.Wait(done, "k", 1, 0, out[:]); res != atomiclimit.Gone || !errors.Is(err, context.Canceled) {
 		t.Errorf("a caller gone: %v %v", res, err)
 	}
 }
@@ -494,7 +495,7 @@ func TestStackWaitReported(t *testing.T) {
 	}
 	for range 2 {
 		var out [1]atomiclimit.Outcome
-		res, _, _ := st.WaitWithKit(context.Background(), "k", 1, time.Time{}, out[:], func(d time.Duration) (<-chan time.Time, func() bool) {
+		res, _, _ := st.WaitWithKit(context.Background(), "k", 1, 0, out[:], func(d time.Duration) (<-chan time.Time, func() bool) {
 			c := make(chan time.Time, 1)
 			clk.Advance(d)
 			c <- time.Time{}
@@ -532,7 +533,7 @@ func TestStackWaitAllocs(t *testing.T) {
 		var out [2]atomiclimit.Outcome
 		allocs := testing.AllocsPerRun(200, func() {
 			clear(out[:])
-			if res, _, err := c.st.Wait(context.Background(), "k", 1, time.Time{}, out[:c.st.Len()]); res != atomiclimit.Pass {
+			if res, _, err := c.st.Wait(context.Background(), "k", 1, 0, out[:c.st.Len()]); res != atomiclimit.Pass {
 				t.Fatal(res, err)
 			}
 		})
@@ -566,7 +567,7 @@ func TestStackWaitConcurrent(t *testing.T) {
 			defer wg.Done()
 			for range each {
 				var out [2]atomiclimit.Outcome
-				if res, _, err := st.Wait(context.Background(), "k", 1, time.Time{}, out[:]); res != atomiclimit.Pass {
+				if res, _, err := st.Wait(context.Background(), "k", 1, 0, out[:]); res != atomiclimit.Pass {
 					t.Error(res, err)
 					return
 				}

@@ -150,7 +150,7 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 	}
 	var out [atomiclimit.MaxPolicies]atomiclimit.Outcome
 	o := out[:p.s.Len()]
-	res, at, _ := p.s.Wait(ctx, key, n, time.Time{}, o)
+	res, at, _ := p.s.Wait(ctx, key, n, 0, o)
 	p.s.Report(p.hook, res, o, n)
 	switch res {
 	case atomiclimit.Pass:
