@@ -115,7 +115,7 @@ func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, m
 	if o.Decision.RetryAfter == Never {
 		return Deny, 0, never(s.pols[0].Name, n)
 	}
-	room, res, err := budget(ctx, time.Now(), maxWait)
+	room, byCtx, res, err := budget(ctx, time.Now(), maxWait)
 	if err != nil {
 		return res, 0, err
 	}
@@ -133,7 +133,7 @@ func (s *Stack[K]) waitReserve(ctx context.Context, k *Keyed[K], key K, n int, m
 		return Overloaded, 0, err
 	case errors.Is(err, ErrDeadline):
 		o.Decision.RetryAfter = time.Duration(wait)
-		return Deny, 0, fmt.Errorf("%w: policy %q admits %d in %v, %v left", ErrDeadline, s.pols[0].Name, n, time.Duration(wait), room)
+		return Deny, 0, tooLong(s.pols[0].Name, n, time.Duration(wait), byCtx, maxWait)
 	default: // what Take would have called Never: the rule changed meanwhile
 		o.Decision.RetryAfter = Never
 		return Deny, 0, err
@@ -219,12 +219,12 @@ func (s *Stack[K]) waitRetry(ctx context.Context, key K, n int, maxWait time.Dur
 		if start.IsZero() {
 			start = time.Now()
 		}
-		room, res, err := budget(ctx, start, maxWait)
+		room, byCtx, res, err := budget(ctx, start, maxWait)
 		if err != nil {
 			return res, at, err
 		}
 		if ra > room {
-			return Deny, at, fmt.Errorf("%w: policy %q admits %d in %v, %v left", ErrDeadline, s.pols[j].Name, n, ra, room)
+			return Deny, at, tooLong(s.pols[j].Name, n, ra, byCtx, maxWait)
 		}
 		d := ra + jitter(ra, out[j].Quota, room-ra, kit)
 		if !sleep(ctx, d, kit) {
@@ -274,23 +274,35 @@ func jitter(ra time.Duration, q Quota, room time.Duration, kit *waitKit) time.Du
 }
 
 // budget returns how long a wait may last from now: until the earlier of
-// ctx's deadline and start + maxWait (math.MaxInt64 without either). A
-// deadline that has passed fails: ctx's with Gone (the caller's context is
-// over, as Take reports it), maxWait's with Deny.
-func budget(ctx context.Context, start time.Time, maxWait time.Duration) (time.Duration, Result, error) {
-	room := time.Duration(math.MaxInt64)
+// ctx's deadline and start + maxWait (math.MaxInt64 without either), and
+// whether ctx's is the earlier. A deadline that has passed fails: ctx's
+// with Gone (the caller's context is over, as Take reports it), maxWait's
+// with Deny.
+func budget(ctx context.Context, start time.Time, maxWait time.Duration) (room time.Duration, byCtx bool, res Result, err error) {
+	room = time.Duration(math.MaxInt64)
 	now := time.Now()
 	if d, ok := ctx.Deadline(); ok {
-		if room = d.Sub(now); room <= 0 {
-			return 0, Gone, ctxErr(ctx)
+		if room, byCtx = d.Sub(now), true; room <= 0 {
+			return 0, true, Gone, ctxErr(ctx)
 		}
 	}
 	if maxWait > 0 {
-		if room = min(room, start.Add(maxWait).Sub(now)); room <= 0 {
-			return 0, Deny, fmt.Errorf("%w: the longest wait, %v, has passed", ErrDeadline, maxWait)
+		if own := start.Add(maxWait).Sub(now); own < room {
+			if room, byCtx = own, false; room <= 0 {
+				return 0, false, Deny, fmt.Errorf("%w: the longest wait, %v, has passed", ErrDeadline, maxWait)
+			}
 		}
 	}
-	return room, Pass, nil
+	return room, byCtx, Pass, nil
+}
+
+// tooLong is the error of a wait for policy that would end past the
+// context's deadline (byCtx) or the longest wait.
+func tooLong(policy string, n int, wait time.Duration, byCtx bool, maxWait time.Duration) error {
+	if byCtx {
+		return fmt.Errorf("%w: policy %q admits %d in %v, after the context's deadline", ErrDeadline, policy, n, wait)
+	}
+	return fmt.Errorf("%w: policy %q admits %d in %v, beyond the longest wait %v", ErrDeadline, policy, n, wait, maxWait)
 }
 
 // failure is the error Wait returns with a Result of Take's that is

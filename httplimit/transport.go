@@ -90,6 +90,11 @@ type TransportConfig[K comparable] struct {
 // refusals it did not get are read (up to 64 KiB) and closed, so that
 // their connections can be reused.
 //
+// A policy at exactly the provider's limit can still be refused: the
+// client counts the times it sends, the provider the times the requests
+// arrive, and the network moves them apart. Leave a margin: a window a
+// little longer than the provider's, or a rate a little below.
+//
 // It starts no goroutine, and an admitted request allocates nothing
 // beyond what Base allocates (with in-process policies; a remote
 // limiter's calls allocate what its client allocates). A Transport is safe
@@ -117,7 +122,26 @@ type holder[K comparable] interface {
 	Hold(ctx context.Context, key K, d time.Duration) error
 }
 
-// NewTransport validates c and returns the transport it describes.
+// NewTransport returns a Transport, an http.RoundTripper for the client
+// of an API with a hard limit: each request waits until c.Policies, the
+// client's own limits, admit it (in order for a lone GCRA policy; in
+// process, or in Redis for a fleet), never past its context's deadline or
+// c.MaxWait; and a 429 or 503 with Retry-After, or a RateLimit field that
+// says the quota is spent, holds the request's key (its host, unless
+// c.Key says otherwise) until the provider's reset, for every request of
+// the transport, and for a fleet whose policy is in Redis. A refused
+// request that can be replayed is sent again after the hold, up to
+// c.Retries times. It fails with ErrConfig for an invalid c.
+//
+//	// The provider allows 100 calls a minute; the client counts when it
+//	// sends, the provider when the calls arrive: a second's margin.
+//	api, _ := atomiclimit.NewKeyedRule[string](atomiclimit.AnchoredWindow(100, 61*time.Second))
+//	tr, _ := httplimit.NewTransport(httplimit.TransportConfig[string]{
+//		Policies: []atomiclimit.Policy[string]{{Name: "api", Limiter: api}},
+//		MaxWait:  30 * time.Second,
+//		Retries:  2,
+//	})
+//	client := &http.Client{Transport: tr}
 func NewTransport[K comparable](c TransportConfig[K]) (*Transport[K], error) {
 	t := &Transport[K]{
 		base: c.Base, key: c.Key, cost: c.Cost, maxWait: c.MaxWait, retries: c.Retries,
@@ -309,14 +333,16 @@ func (t *Transport[K]) waitPolicies(ctx context.Context, key K, n int, maxWait t
 // returns how long it waited.
 func (t *Transport[K]) waitHold(ctx context.Context, n int, left time.Duration) (time.Duration, error) {
 	room := time.Duration(math.MaxInt64)
-	if d, ok := ctx.Deadline(); ok {
-		room = time.Until(d)
-	}
 	if t.maxWait > 0 {
-		room = min(room, t.maxWait)
+		room = t.maxWait
+		if left > room {
+			return 0, fmt.Errorf("httplimit: not sent: the provider holds the key for %v more, beyond the longest wait %v: %w", left, t.maxWait, atomiclimit.ErrDeadline)
+		}
 	}
-	if left > room {
-		return 0, fmt.Errorf("httplimit: not sent: the provider holds the key for %v more, %v left: %w", left, max(room, 0), atomiclimit.ErrDeadline)
+	if d, ok := ctx.Deadline(); ok {
+		if room = min(room, time.Until(d)); left > room {
+			return 0, fmt.Errorf("httplimit: not sent: the provider holds the key for %v more, after the context's deadline: %w", left, atomiclimit.ErrDeadline)
+		}
 	}
 	d := left
 	if j := min(left/4, t.hint, room-left); j > 0 {
