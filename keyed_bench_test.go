@@ -676,7 +676,8 @@ func BenchmarkKeyedAlgoMemory(b *testing.B) {
 // that has seen every key (the keys held too, as a server's are not: a
 // per-request string is garbage once the request is done, unless the store
 // keeps it); store=xsync an xsync MapOf[string, *atomic.Uint64], the
-// plainest lock-free store of one word per key.
+// plainest lock-free store of one word per key; store=xsync-hash and
+// store=map-hash the floors of a store keyed by hashes (see below).
 //
 //	go test -run='^$' -bench=KeyedGC -benchtime=1x -count=5 .
 func BenchmarkKeyedGC(b *testing.B) {
@@ -704,6 +705,25 @@ func BenchmarkKeyedGC(b *testing.B) {
 			m := xsync.NewMapOf[string, *atomic.Uint64]()
 			for _, key := range keys {
 				m.Store(key, new(atomic.Uint64))
+			}
+			return m
+		}},
+		// The floors of a store of hashes: an xsync MapOf with no pointer
+		// in its keys and values (still an entry object per key), and Go's
+		// own map of hash to a cell in one array (no object per key; not
+		// safe for concurrent writes).
+		{"xsync-hash", func() any {
+			m := xsync.NewMapOf[uint64, uint64]()
+			for i := range keys {
+				m.Store(uint64(i)*0x9E3779B97F4A7C15, uint64(i))
+			}
+			return m
+		}},
+		{"map-hash", func() any {
+			cells := make([]atomic.Uint64, len(keys))
+			m := make(map[uint64]*atomic.Uint64, len(keys))
+			for i := range keys {
+				m[uint64(i)*0x9E3779B97F4A7C15] = &cells[i]
 			}
 			return m
 		}},

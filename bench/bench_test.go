@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The scenarios, each run for every implementation that has the form it
@@ -218,40 +220,109 @@ func BenchmarkInsert(b *testing.B) {
 	}
 }
 
-// BenchmarkMemory reports the heap bytes per key of each keyed
-// implementation holding keysCount keys, excluding the keys' own bytes (the
-// strings are built before the first reading). It ignores b.N: run it with
-// -benchtime=1x.
-func BenchmarkMemory(b *testing.B) {
-	buildKeys()
-	for _, p := range peers {
-		if p.keyed == nil || p.name == floorName {
-			continue // the floor's cells are made in advance: see its note
+var (
+	heldKeysOnce sync.Once
+	heldKeyNames []string
+)
+
+// heldKeys returns the keys of the heap and GC pass, "user-0000000" …,
+// keysCount of them, built once and apart from the other benchmarks'
+// fixtures, which BenchmarkMemory leaves unmade.
+func heldKeys() []string {
+	heldKeysOnce.Do(func() {
+		heldKeyNames = make([]string, keysCount)
+		for i := range heldKeyNames {
+			heldKeyNames[i] = fmt.Sprintf("user-%07d", i)
 		}
-		b.Run(fmt.Sprintf("keys=%d/impl=%s", keysCount, p.id()), func(b *testing.B) {
-			var perKey float64
-			for range b.N {
-				before := heapAlloc()
-				k := p.keyed(admitAll)
-				for _, key := range newKeyNames {
-					k.allow(key)
-				}
-				after := heapAlloc()
-				runtime.KeepAlive(k)
-				k.close()
-				perKey = float64(after-before) / float64(len(newKeyNames))
-			}
-			b.ReportMetric(perKey, "B/key")
-		})
-	}
+	})
+	return heldKeyNames
 }
 
-func heapAlloc() uint64 {
+// BenchmarkMemory measures what holding keys costs the process that holds
+// them, for every store of heldStores: keysCount string keys, built before
+// the first reading and held in a slice throughout (so that a store that
+// keeps the caller's strings adds nothing for them, and one that copies
+// them pays for the copy), each given one call, which every limiter admits
+// and whose state it keeps for an hour (heldSetting). It reports per key
+// the heap bytes (B/key) and heap objects (objects/key) the store adds,
+// from runtime.MemStats after two collections before and after filling it;
+// then the median time of five forced full collections with the store
+// holding the keys (gc-ms), the median of five with the keys alone, taken
+// in the same run just before the store was filled (keys-gc-ms), and the
+// ratio of the two (gc/keys): the collector's work for the store against
+// its work for the keys themselves. The row keys-alone has no store: its
+// ratio shows the method's own noise.
+//
+// It ignores b.N: run it with -benchtime=1x, in a process of its own (the
+// main program does), so that no other fixture is in the heap it measures.
+func BenchmarkMemory(b *testing.B) {
+	keys := heldKeys()
+	for _, st := range heldStores() {
+		b.Run(fmt.Sprintf("keys=%d/impl=%s", len(keys), st.id), func(b *testing.B) {
+			var m heldCost
+			for range b.N {
+				var err error
+				if m, err = measureHeld(keys, st); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(m.bytes, "B/key")
+			b.ReportMetric(m.objects, "objects/key")
+			b.ReportMetric(float64(m.gc)/1e6, "gc-ms")
+			b.ReportMetric(float64(m.keysGC)/1e6, "keys-gc-ms")
+			b.ReportMetric(float64(m.gc)/float64(m.keysGC), "gc/keys")
+		})
+	}
+	runtime.KeepAlive(keys)
+}
+
+// heldCost is what a store holding keys costs: heap bytes and objects per
+// key, and the median forced collection with it (gc) and without it
+// (keysGC).
+type heldCost struct {
+	bytes, objects float64
+	gc, keysGC     time.Duration
+}
+
+// measureHeld fills a new st with keys and measures what it costs.
+func measureHeld(keys []string, st heldStore) (heldCost, error) {
+	var c heldCost
+	before := memStats()
+	c.keysGC = medianGC(5)
+	held, release, err := st.fill(keys)
+	if err != nil {
+		return c, err
+	}
+	after := memStats()
+	c.gc = medianGC(5)
+	runtime.KeepAlive(held)
+	release()
+	n := float64(len(keys))
+	c.bytes = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+	c.objects = (float64(after.HeapObjects) - float64(before.HeapObjects)) / n
+	return c, nil
+}
+
+// memStats returns the heap's statistics after two full collections: the
+// first may leave objects with finalizers or in sync.Pools to the second.
+func memStats() runtime.MemStats {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms
+}
+
+// medianGC returns the median time of k forced full collections.
+func medianGC(k int) time.Duration {
+	ts := make([]time.Duration, k)
+	for i := range ts {
+		start := time.Now()
+		runtime.GC()
+		ts[i] = time.Since(start)
+	}
+	slices.Sort(ts)
+	return ts[k/2]
 }
 
 // TestFloorKeyed: the keyed floor finds each benchmark key's own cell (by

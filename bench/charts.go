@@ -18,8 +18,8 @@ import (
 )
 
 // A chart is a file under charts/ with the caption the report gives it,
-// and what it shows: a scenario's name, "latency " or "scaling " and a
-// hot-key scenario's, or "accuracy".
+// and what it shows: a scenario's name, "latency " and a hot-key
+// scenario's, "scaling" or "accuracy".
 type chart struct{ file, caption, of string }
 
 // chartsOf returns the charts of what, in order.
@@ -56,8 +56,8 @@ func implColor(name string) color.Color {
 
 // drawCharts draws one horizontal bar chart per scenario (ns/op, or B/key),
 // one latency chart per hot-key scenario, the accuracy chart and, where the
-// run measured several core counts, a scaling chart per hot-key scenario.
-func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []accRow) ([]chart, error) {
+// run measured several core counts, the scaling figure.
+func drawCharts(out string, res results, info runInfo, cpus []int, lat []latScenario, acc []accRow) ([]chart, error) {
 	var charts []chart
 	for _, sc := range res.scenarios() {
 		unit, label, format := "ns/op", "ns per decision (median; shorter is better)", fmtNs
@@ -93,17 +93,12 @@ func drawCharts(out string, res results, cpus []int, lat []latScenario, acc []ac
 		}
 		charts = append(charts, chart{file, latencyTitle(ls) + ": p50, p99 and p99.9", "latency " + ls.bench})
 	}
-	if len(cpus) > 1 {
-		for _, h := range hotScenarios {
-			file := "charts/scaling-" + slug(h.bench) + ".png"
-			ok, err := scalingChart(filepath.Join(out, file), h, res, cpus)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				charts = append(charts, chart{file, hotTitle(h) + ", by core count", "scaling " + h.bench})
-			}
-		}
+	ok, err := scalingFigure(filepath.Join(out, "charts/scaling.png"), res, info, cpus)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		charts = append(charts, chart{"charts/scaling.png", "Time per call against cores, one panel per scaling scenario, atomiclimit beside the peers and the floor", "scaling"})
 	}
 	if err := accuracyChart(filepath.Join(out, "charts/accuracy.png"), acc); err != nil {
 		return nil, err
@@ -527,60 +522,204 @@ func drawLegendRow(c draw.Canvas, items []legendItem) {
 	}
 }
 
-// scalingChart draws ns/op over the core counts measured for every
-// implementation of one hot-key scenario; false if it has no figures.
-func scalingChart(path string, h hotScenario, res results, procs []int) (bool, error) {
-	p := plot.New()
-	p.Title.Text = hotTitle(h) + ", by core count"
-	p.X.Label.Text = "-cpu (GOMAXPROCS), log scale"
-	p.Y.Label.Text = "ns per decision (median; lower is better)"
-	p.X.Scale = plot.LogScale{}
+// A scalingPanel is one scenario of the scaling figure and tables: its
+// title in words, the scenario's name without /cpu=N, and the
+// implementations it has, in order.
+type scalingPanel struct {
+	title, sc string
+	names     []string
+}
+
+// scalingPanels returns the scaling scenarios that this run measured (info
+// names them): one key admitted and denied, the million keys drawn
+// uniformly, the HTTP door from every core.
+func scalingPanels(info runInfo) []scalingPanel {
+	var limiters []string
+	for _, p := range peers {
+		limiters = append(limiters, p.name)
+	}
+	var out []scalingPanel
+	for _, p := range []scalingPanel{
+		{"One key, every call admitted", "HotKey", limiters},
+		{"One key, every call denied", "Deny", limiters},
+		// Any key count: the title takes the one this run had.
+		{"%s keys drawn uniformly", "Keys/dist=uniform/", limiters},
+		{"HTTP middleware, " + withCommas(fmt.Sprint(doorIPs)) + " client IPs, from every core", "HTTPParallel/" + httpParallel.name, httpDoorNames()},
+	} {
+		for sc := range info.procsOf {
+			if prefix, ok := strings.CutSuffix(p.sc, "/"); sc == p.sc || ok && strings.HasPrefix(sc, prefix+"/") {
+				if ok {
+					p.title = fmt.Sprintf(p.title, keysOf(sc))
+				}
+				p.sc = sc
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// scalingColors tell the implementations of the scaling figure apart,
+// besides ours (red) and the floor (grey): one each, the same in every
+// panel.
+var scalingColors = []color.Color{
+	color.RGBA{0x1f, 0x77, 0xb4, 0xff}, color.RGBA{0xff, 0x7f, 0x0e, 0xff}, color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+	color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x8c, 0x56, 0x4b, 0xff}, color.RGBA{0xe3, 0x77, 0xc2, 0xff},
+	color.RGBA{0xbc, 0xbd, 0x22, 0xff}, color.RGBA{0x17, 0xbe, 0xcf, 0xff}, color.RGBA{0x0b, 0x35, 0x5a, 0xff},
+	color.RGBA{0x1b, 0x5e, 0x20, 0xff},
+}
+
+// scalingFigure draws one panel per scaling scenario, ns/op (median)
+// against the core counts procs for every implementation, ours beside the
+// peers and the floor, with one legend for all the panels; false where the
+// run measured fewer than two core counts or none of the scenarios.
+func scalingFigure(path string, res results, info runInfo, procs []int) (bool, error) {
+	panels := scalingPanels(info)
+	if len(procs) < 2 || len(panels) == 0 {
+		return false, nil
+	}
+	// One style per implementation across the panels.
+	type style struct {
+		c      color.Color
+		shape  draw.GlyphDrawer
+		dashes []vg.Length
+	}
+	styles := map[string]style{}
+	var order []string
+	peersSeen := 0
+	for _, p := range panels {
+		for _, name := range p.names {
+			if _, ok := styles[name]; ok {
+				continue
+			}
+			st := style{c: implColor(name), shape: draw.CircleGlyph{}}
+			switch {
+			case name == floorName:
+				st.dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			case name != ours:
+				i := peersSeen
+				peersSeen++
+				st.c, st.shape, st.dashes = scalingColors[i%len(scalingColors)], plotutil.Shape(i), plotutil.Dashes(i/len(scalingColors))
+			}
+			styles[name] = st
+			order = append(order, name)
+		}
+	}
 	var xt []plot.Tick
 	for _, n := range procs {
 		xt = append(xt, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
-	p.X.Tick.Marker = plot.ConstantTicks(xt)
-	p.Y.Min = 0
-	l := plot.NewLegend()
-	var entries []string
-	lo, hi := math.Inf(1), 0.0
-	for i, pe := range peers {
-		var xys plotter.XYs
-		for _, n := range procs {
-			if s, ok := res[fmt.Sprintf("%s/cpu=%d", h.bench, n)][pe.name]["ns/op"]; ok && s.center > 0 {
-				xys = append(xys, plotter.XY{X: float64(n), Y: s.center})
-				lo, hi = min(lo, s.center), max(hi, s.center)
+	const cols = 2
+	rows := (len(panels) + cols - 1) / cols
+	grid := make([][]*plot.Plot, rows)
+	for r := range grid {
+		grid[r] = make([]*plot.Plot, cols)
+	}
+	shown := map[string]bool{}
+	drawn := 0
+	for i, pn := range panels {
+		p := plot.New()
+		p.Title.Text = pn.title
+		p.Title.TextStyle.Font.Size = vg.Points(10)
+		p.X.Label.Text = "cores (-cpu)"
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.ConstantTicks(xt)
+		p.X.Min, p.X.Max = float64(procs[0])/1.2, float64(procs[len(procs)-1])*1.2
+		p.Add(plotter.NewGrid())
+		lo, hi := math.Inf(1), 0.0
+		for _, name := range pn.names {
+			var xys plotter.XYs
+			for _, n := range procs {
+				if s, ok := res.at(info, pn.sc, n)[name]["ns/op"]; ok && s.center > 0 {
+					xys = append(xys, plotter.XY{X: float64(n), Y: s.center})
+					lo, hi = min(lo, s.center), max(hi, s.center)
+				}
 			}
+			if len(xys) == 0 {
+				continue
+			}
+			line, pts, err := plotter.NewLinePoints(xys)
+			if err != nil {
+				return false, err
+			}
+			st := styles[name]
+			line.Color, line.Dashes, pts.Color, pts.Shape, pts.Radius = st.c, st.dashes, st.c, st.shape, vg.Points(3)
+			if name == ours {
+				line.Width = vg.Points(2.5)
+			}
+			p.Add(line, pts)
+			shown[name] = true
 		}
-		if len(xys) == 0 {
+		if hi == 0 {
 			continue
 		}
-		line, pts, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return false, err
+		drawn++
+		if hi/lo > logAbove {
+			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{fmtNs}
+			p.Y.Min, p.Y.Max = math.Pow10(int(math.Floor(math.Log10(lo)))), hi*1.3
+			p.Y.Label.Text = "ns/op (median, log scale)"
+		} else {
+			p.Y.Min, p.Y.Max = 0, hi*1.1
+			p.Y.Tick.Marker = nsTicks{}
+			p.Y.Label.Text = "ns/op (median)"
 		}
-		c := implColor(pe.name)
-		if c == peerColor {
-			c = plotutil.Color(i + 1)
-		}
-		line.Color, pts.Color, pts.Shape = c, c, plotutil.Shape(i)
-		if pe.name == ours {
-			line.Width = vg.Points(2.5)
-		}
-		p.Add(line, pts)
-		l.Add(pe.name, line, pts)
-		entries = append(entries, pe.name)
+		grid[i/cols][i%cols] = p
 	}
-	if len(entries) == 0 {
+	if drawn == 0 {
 		return false, nil
 	}
-	p.X.Min, p.X.Max = float64(procs[0])/1.2, float64(procs[len(procs)-1])*1.2
-	if hi/lo > logAbove {
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{fmtNs}
-		p.Y.Min, p.Y.Max = math.Pow10(int(math.Floor(math.Log10(lo)))), hi*1.2
-		// No Y label on a log axis (see accuracyChart): the title says it.
-		p.Y.Label.Text = ""
-		p.Title.Text += "\ntime per decision (median, log scale; lower is better)"
+	var items []legendItem
+	for _, name := range order {
+		if !shown[name] {
+			continue
+		}
+		st := styles[name]
+		line, pts, _ := plotter.NewLinePoints(plotter.XYs{{X: 0, Y: 0}})
+		line.Color, line.Dashes, pts.Color, pts.Shape = st.c, st.dashes, st.c, st.shape
+		if name == ours {
+			line.Width = vg.Points(2.5)
+		}
+		items = append(items, legendItem{name, []plot.Thumbnailer{line, pts}})
 	}
-	return true, saveWithLegend(p, l, entries, 9*vg.Inch, 5*vg.Inch, path)
+	w, h := 12*vg.Inch, vg.Length(1.2+4.0*float64(rows))*vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	const titleH, legendH = 28, 56
+	ts := plot.New().Title.TextStyle
+	ts.XAlign, ts.YAlign = draw.XCenter, draw.YCenter
+	dc.FillText(ts, vg.Point{X: w / 2, Y: h - vg.Points(titleH)/2}, "Time per call against cores: b.RunParallel, one goroutine per core (lower is better; flat is no scaling)")
+	drawLegendRow(draw.Crop(dc, vg.Points(24), -vg.Points(12), 0, -(h-vg.Points(legendH))), items)
+	panels2 := draw.Crop(dc, 0, 0, vg.Points(legendH), -vg.Points(titleH))
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(24), PadY: vg.Points(18), PadLeft: vg.Points(6), PadRight: vg.Points(10), PadTop: vg.Points(4), PadBottom: vg.Points(4)}
+	canvases := plot.Align(grid, tiles, panels2)
+	for r := range grid {
+		for c, p := range grid[r] {
+			if p != nil {
+				p.Draw(canvases[r][c])
+			}
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return false, err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return false, err
+	}
+	return true, f.Close()
+}
+
+// nsTicks labels a linear axis of nanoseconds with gonum's default ticks.
+type nsTicks struct{}
+
+func (nsTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = fmtNs(ts[i].Value)
+		}
+	}
+	return ts
 }

@@ -225,12 +225,15 @@ func writeComparison(w func(string, ...any), base baseline, now results, nowInfo
 		when = " of " + base.date
 	}
 	w("atomiclimit's figures beside the run%s committed in `bench/raw/` (%s, -cpu=%s). ", when, orUnknown(base.info.cpu), base.info.procList())
-	if base.info.cpu != nowInfo.cpu || base.info.procList() != nowInfo.procList() {
-		w("**This run is on another machine or core count** (%s, -cpu=%s): the ratios compare the machines as well as the code. ", orUnknown(nowInfo.cpu), nowInfo.procList())
+	if base.info.cpu != nowInfo.cpu {
+		w("**This run is on another machine** (%s): the ratios compare the machines as well as the code. ", orUnknown(nowInfo.cpu))
+	}
+	if base.info.procList() != nowInfo.procList() {
+		w("The two runs measured different core counts (this one -cpu=%s): each scenario is compared at the same core count only, and one the committed run did not measure at that count is listed as not in it. ", nowInfo.procList())
 	}
 	w("The peers' column is the median of the peers' own ratios in the same scenario, the floor left out (it is our code) and, at 10^6/s, the pacers (their time there is the pace they sleep to, the same on any machine): the peers' code did not change, so it shows how much the machine moved.\n\n")
 	w("The rule: a time per decision is a **REGRESSION** when this run's median is more than %.2f× the committed one and the two 95%% intervals (benchstat's, 6 runs or more on each side) do not overlap, unless the peers clearly moved the same way: their median ratio past %.2f× (or below 1/%.2f), more than half of them with disjoint intervals in that direction, and our ratio within %.2f× of their median ratio; the verdict then says \"within %.2f× of the peers' drift\", which is not a proof that the machine, rather than our code, moved. Heap bytes per key (3 runs, steady to 0.1%%) are a regression when the ratio passes %.2f× and every run lies above every committed run; allocs/op at any increase. A ratio past %.2f× with overlapping intervals, or with too few runs (`-quick`), is reported but not flagged. Contended figures on a shared VM swing 2–3× with the placement of its vCPUs, so a flag is a reason to rerun both and compare, not a proof.\n\n", flagRatio, peerDrift, peerDrift, flagRatio, flagRatio, memFlagRatio, flagRatio)
-	changes, missing := compareRuns(base.res, now)
+	changes, missing := compareRuns(alignProcs(base.res, base.info, now, nowInfo), now)
 	var flagged []string
 	if len(changes) > 0 {
 		w("| scenario | committed | this run | this ÷ committed | peers ÷ committed | allocs/op | verdict |\n|---|---:|---:|---:|---:|---:|---|\n")

@@ -52,6 +52,10 @@ var (
 		{name: "ips=1/result=denied", s: denyAfterOne, ips: 1, denied: true},
 		{name: fmt.Sprintf("ips=%d/result=admitted", doorIPs), s: admitAll, ips: doorIPs},
 	}
+	// httpParallel is the door from every core: the requests of doorIPs
+	// clients served by one goroutine per core at each core count of the
+	// -cpu list (BenchmarkHTTPParallel).
+	httpParallel  = doorScenario{name: fmt.Sprintf("ips=%d/result=admitted", doorIPs), s: admitAll, ips: doorIPs}
 	grpcScenarios = []doorScenario{
 		{name: "result=admitted", s: admitAll, ips: 1},
 		{name: "result=denied", s: denyAfterOne, ips: 1, denied: true},
@@ -66,6 +70,9 @@ type httpDoor struct {
 	// wrap returns next behind the middleware, each client IP held to s,
 	// and what releases the middleware's resources (sweepers).
 	wrap func(s setting, next http.Handler) (http.Handler, func())
+	// headers: a rate-limiting middleware that writes rate-limit headers,
+	// as ours does (not the plain baseline, not the floor).
+	headers bool
 }
 
 // floorName is the implementation with no limiter in every scenario: the
@@ -78,9 +85,10 @@ const xrateDoorName = "x/time/rate map, no headers"
 
 var httpDoors = []httpDoor{
 	{
-		name: ours,
-		id:   ours,
-		note: "`httplimit.New(Config{Key: httplimit.RemoteIP, Policies: {{Name: \"default\", Limiter: Keyed[netip.Prefix]}}})`, `Handler`: the default headers (`RateLimit-Policy` and `RateLimit` on every response, `Retry-After` and a problem+json body on a 429)",
+		name:    ours,
+		id:      ours,
+		note:    "`httplimit.New(Config{Key: httplimit.RemoteIP, Policies: {{Name: \"default\", Limiter: Keyed[netip.Prefix]}}})`, `Handler`: the default headers (`RateLimit-Policy` and `RateLimit` on every response, `Retry-After` and a problem+json body on a 429)",
+		headers: true,
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			lim := must(atomiclimit.NewKeyed[netip.Prefix](ourLimit(s), s.burst))
 			m := must(httplimit.New(httplimit.Config[netip.Prefix]{
@@ -91,9 +99,10 @@ var httpDoors = []httpDoor{
 		},
 	},
 	{
-		name: "chi/httprate",
-		id:   "chi-httprate",
-		note: "`httprate.LimitBy(burst, burst·period/n, key)` with the key of its (deprecated) `KeyByIP`: `CanonicalizeIP` of `RemoteAddr`'s host, its local counter (a sliding-window counter in maps under a mutex); headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and `Retry-After` on a 429)",
+		name:    "chi/httprate",
+		id:      "chi-httprate",
+		note:    "`httprate.LimitBy(burst, burst·period/n, key)` with the key of its (deprecated) `KeyByIP`: `CanonicalizeIP` of `RemoteAddr`'s host, its local counter (a sliding-window counter in maps under a mutex); headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and `Retry-After` on a 429)",
+		headers: true,
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			key := func(r *http.Request) (string, error) {
 				ip, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -106,9 +115,10 @@ var httpDoors = []httpDoor{
 		},
 	},
 	{
-		name: "go-limiter",
-		id:   "go-limiter",
-		note: "`sethvargo/go-limiter/httplimit.NewMiddleware(memorystore, IPKeyFunc())` (`RemoteAddr`), its store configured as in the limiter scenarios; headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and `Retry-After` on a 429)",
+		name:    "go-limiter",
+		id:      "go-limiter",
+		note:    "`sethvargo/go-limiter/httplimit.NewMiddleware(memorystore, IPKeyFunc())` (`RemoteAddr`), its store configured as in the limiter scenarios; headers `X-RateLimit-Limit`, `-Remaining`, `-Reset` (and `Retry-After` on a 429)",
+		headers: true,
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			st := newGoLimiterStore(s)
 			m := must(gohttplimit.NewMiddleware(st, gohttplimit.IPKeyFunc()))
@@ -116,17 +126,19 @@ var httpDoors = []httpDoor{
 		},
 	},
 	{
-		name: "ulule",
-		id:   "ulule",
-		note: "`ulule/limiter/v3` `drivers/middleware/stdlib.NewMiddleware` over its `memory` store, `Rate{Period: burst·period/n, Limit: burst}`, its default key (`RemoteAddr`); headers `X-RateLimit-Limit`, `-Remaining`, `-Reset`",
+		name:    "ulule",
+		id:      "ulule",
+		note:    "`ulule/limiter/v3` `drivers/middleware/stdlib.NewMiddleware` over its `memory` store, `Rate{Period: burst·period/n, Limit: burst}`, its default key (`RemoteAddr`); headers `X-RateLimit-Limit`, `-Remaining`, `-Reset`",
+		headers: true,
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			return ululestdlib.NewMiddleware(newUlule(s).l).Handler(next), func() {}
 		},
 	},
 	{
-		name: "tollbooth",
-		id:   "tollbooth",
-		note: "`didip/tollbooth/v7` (v7.0.2) `LimitHandler(NewLimiter(n/s, nil).SetBurst(burst).SetIPLookups({\"RemoteAddr\"}))`: a limiter of its own copy of x/time/rate per key (IP and path) in an expirable cache, under a mutex; headers `X-Rate-Limit-Limit`, `-Duration`, `-Request-Remote-Addr`, `RateLimit-Limit`, `-Reset`, `-Remaining`",
+		name:    "tollbooth",
+		id:      "tollbooth",
+		note:    "`didip/tollbooth/v7` (v7.0.2) `LimitHandler(NewLimiter(n/s, nil).SetBurst(burst).SetIPLookups({\"RemoteAddr\"}))`: a limiter of its own copy of x/time/rate per key (IP and path) in an expirable cache, under a mutex; headers `X-Rate-Limit-Limit`, `-Duration`, `-Request-Remote-Addr`, `RateLimit-Limit`, `-Reset`, `-Remaining`",
+		headers: true,
 		wrap: func(s setting, next http.Handler) (http.Handler, func()) {
 			lmt := tollbooth.NewLimiter(s.perSecond(), &tblimiter.ExpirableOptions{DefaultExpirationTTL: time.Hour}).
 				SetBurst(s.burst).

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -19,11 +20,12 @@ import (
 
 // The doors' scenarios: one request (call) at a time through the whole
 // middleware (interceptor) chain, in process, on a prebuilt request, for
-// every implementation in doors.go. The main program runs them in rounds,
-// one process per round with every implementation in turn (go run . in
-// this directory); by hand:
+// every implementation in doors.go, and the HTTP door from every core
+// (BenchmarkHTTPParallel). The main program runs them in rounds, one
+// process per benchmark function a round with every implementation in
+// turn, at GOGC=100 (go run . in this directory); by hand:
 //
-//	go test -run='^$' -bench='^Benchmark(HTTP|GRPC)$' -count=6 > doors.txt && benchstat -col /impl doors.txt
+//	GOGC=100 go test -run='^$' -bench='^Benchmark(HTTP|GRPC)$' -count=6 > doors.txt && benchstat -col /impl doors.txt
 
 // okHandler is the application behind every chain: a 200 and nothing else.
 var okHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -111,6 +113,54 @@ func benchServe(b *testing.B, h http.Handler, reqs []*http.Request, want int) {
 	report(b, allowed)
 	if rec.Code != want {
 		b.Fatalf("status %d, want %d", rec.Code, want)
+	}
+}
+
+// BenchmarkHTTPParallel: the door from every core, every request admitted.
+// b.RunParallel serves the requests of httpParallel's clients from one
+// goroutine per GOMAXPROCS, each goroutine with its own recorder (reset
+// before each request, as in benchServe) and its own starting point in the
+// clients' turn; the chain and its keys are made before timing. The main
+// program runs it at every core count of its -cpu list:
+//
+//	GOGC=100 go test -run='^$' -bench='^BenchmarkHTTPParallel$' -cpu=1,2 -count=6 > par.txt && benchstat -col /impl par.txt
+func BenchmarkHTTPParallel(b *testing.B) {
+	sc := httpParallel
+	reqs := clientRequests(sc.ips)
+	for _, d := range httpDoors {
+		var h http.Handler
+		done := func() {}
+		b.Run(sc.name+"/impl="+d.id, func(b *testing.B) {
+			if h == nil {
+				h, done = d.wrap(sc.s, okHandler)
+				warmHTTP(h, reqs)
+			}
+			var start, allowed atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rec := httptest.NewRecorder()
+				j := int(start.Add(1)*7919) % len(reqs)
+				var n int64
+				for pb.Next() {
+					resetRecorder(rec)
+					h.ServeHTTP(rec, reqs[j])
+					if rec.Code == http.StatusOK {
+						n++
+					}
+					if j++; j == len(reqs) {
+						j = 0
+					}
+				}
+				allowed.Add(n)
+			})
+			b.StopTimer()
+			report(b, allowed.Load())
+			if got := allowed.Load(); got != int64(b.N) {
+				b.Fatalf("%d of %d requests admitted, want every one", got, b.N)
+			}
+		})
+		done()
 	}
 }
 

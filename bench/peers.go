@@ -93,6 +93,11 @@ func (h hotScenario) runs(p peer) bool {
 	return true
 }
 
+// scales says whether the scenario is one of those run at every core count
+// of the -cpu list: every call admitted and every call denied, the two ends
+// (hotScaledPattern names their benchmarks).
+func (h hotScenario) scales() bool { return h.s == admitAll || h.drain }
+
 // start returns p's limiter for the scenario, drained where it says so.
 func (h hotScenario) start(p peer) (single, error) {
 	l := p.single(h.s)
@@ -144,6 +149,11 @@ func peerName(impl string) string {
 	for _, d := range grpcDoors {
 		if d.id == impl {
 			return d.name
+		}
+	}
+	for _, st := range heldStores() {
+		if st.id == impl {
+			return st.name
 		}
 	}
 	return impl

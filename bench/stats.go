@@ -56,10 +56,75 @@ func withProcs(sc string, n int) string {
 
 // A runInfo is what raw go test output says about the run besides the
 // figures: the CPU (go test's "cpu:" line) and the GOMAXPROCS values (the
-// names' -N suffixes).
+// names' -N suffixes), of the whole run and of each scenario.
 type runInfo struct {
 	cpu   string
 	procs []int
+	// procsOf: each scenario's core counts, sorted, by its name without
+	// /cpu=N.
+	procsOf map[string][]int
+}
+
+// at returns the figures of scenario sc (named without /cpu=N) at n cores,
+// nil where it did not run at n; see nameAt.
+func (r results) at(info runInfo, sc string, n int) map[string]map[string]stat {
+	name, ok := r.nameAt(info, sc, n)
+	if !ok {
+		return nil
+	}
+	return r[name]
+}
+
+// nameAt returns the name of scenario sc (named without /cpu=N) at n
+// cores: sc/cpu=n, or sc itself where it ran at n cores alone and so
+// carries no suffix; false where it did not run at n.
+func (r results) nameAt(info runInfo, sc string, n int) (string, bool) {
+	if _, ok := r[withProcs(sc, n)]; ok {
+		return withProcs(sc, n), true
+	}
+	if ps := info.procsOf[sc]; len(ps) == 1 && ps[0] == n {
+		_, ok := r[sc]
+		return sc, ok
+	}
+	return "", false
+}
+
+// procsOfName returns the core count of scenario name sc: its /cpu=N, or
+// the one count it ran at where it has no suffix (0 if not known).
+func (i runInfo) procsOfName(sc string) (string, int) {
+	base, n := splitProcs(sc)
+	if n == 0 {
+		if ps := i.procsOf[base]; len(ps) == 1 {
+			n = ps[0]
+		}
+	}
+	return base, n
+}
+
+// alignProcs returns the figures of base named as now names the same
+// scenario at the same core count: a scenario that one run measured at
+// several core counts (Deny/cpu=2) and the other at one (Deny, at 2) is
+// the same measurement. Scenarios now does not have keep their names.
+func alignProcs(base results, baseInfo runInfo, now results, nowInfo runInfo) results {
+	type key struct {
+		sc    string
+		procs int
+	}
+	nowName := map[key]string{}
+	for sc := range now {
+		b, n := nowInfo.procsOfName(sc)
+		nowName[key{b, n}] = sc
+	}
+	out := results{}
+	for sc, m := range base {
+		b, n := baseInfo.procsOfName(sc)
+		if name, ok := nowName[key{b, n}]; ok && n > 0 {
+			out[name] = m
+		} else if _, taken := out[sc]; !taken {
+			out[sc] = m
+		}
+	}
+	return out
 }
 
 func (i runInfo) procList() string {
@@ -132,8 +197,13 @@ func readResults(paths ...string) (results, runInfo, error) {
 		}
 	}
 	slices.Sort(info.procs)
+	info.procsOf = map[string][]int{}
 	out := results{}
 	for sc, byProcs := range samples {
+		for procs := range byProcs {
+			info.procsOf[sc] = append(info.procsOf[sc], procs)
+		}
+		slices.Sort(info.procsOf[sc])
 		for procs, impls := range byProcs {
 			key := sc
 			if len(byProcs) > 1 {
@@ -158,7 +228,7 @@ func readResults(paths ...string) (results, runInfo, error) {
 func (r results) scenarios() []string {
 	order := func(s string) int {
 		for i, p := range []string{"Serial", "HotKey", "Contended/rate=1e8", "Contended/rate=1e6", "Deny", "Keys/dist=uniform", "Keys/dist=zipf", "Insert", "Memory",
-			"HTTP/ips=1/result=admitted", "HTTP/ips=1/result=denied", "HTTP/", "GRPC/result=admitted", "GRPC/"} {
+			"HTTP/ips=1/result=admitted", "HTTP/ips=1/result=denied", "HTTP/", "HTTPParallel/", "GRPC/result=admitted", "GRPC/"} {
 			if strings.HasPrefix(s, p) {
 				return i
 			}

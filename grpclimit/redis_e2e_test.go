@@ -261,8 +261,11 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 					t.Errorf("hook: %d Allowed, %d Denied, %d Error for %v: want Allowed per OK, Error per Unavailable", allowed, denied, errs, all)
 				}
 			default:
-				if got := keys(after); !slices.Equal(got, []codes.Code{codes.OK, codes.ResourceExhausted}) {
-					t.Errorf("the fallback after the outage: %v, want OK and ResourceExhausted only", got)
+				// The fallback's 3 admissions per client may all fall across
+				// the kill, before the phase turns: after it, denials and
+				// maybe admissions, never anything else.
+				if got := keys(after); !slices.Contains(got, codes.ResourceExhausted) || slices.ContainsFunc(got, func(c codes.Code) bool { return c != codes.OK && c != codes.ResourceExhausted }) {
+					t.Errorf("the fallback after the outage: %v, want ResourceExhausted, and OK, only", got)
 				}
 				if all[codes.Unavailable] != 0 {
 					t.Errorf("the fallback: %d Unavailable, want none", all[codes.Unavailable])

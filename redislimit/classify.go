@@ -44,12 +44,15 @@ var (
 	// that is not a state of this limiter: not a string (WRONGTYPE: a list,
 	// a hash, …), not a decimal integer of µs below 2^53 ("garbage", "nan",
 	// "inf", "1e19", "0x10", "-5", ""), optionally followed by ":" and a
-	// give-back epoch of the same form, or a TAT (or an epoch) more than 2·B·T ahead
-	// of now, or a TAT more than B·T ahead with no expiry: either would deny
-	// for longer than any state this limiter writes (SET key <now + 1 year>
-	// EX <1 year> would lock the key out for a year). No decision stores a
-	// TAT more than B·T ahead; the second B·T lets Redis TIME step back
-	// (a failover to a server whose clock is behind) without a repair.
+	// give-back epoch of the same form, and then by ":" and a queue stamp,
+	// or a TAT (or a stamp) more than 2·B·T ahead of now, or a TAT more
+	// than B·T ahead with no expiry: either would deny for longer than any
+	// state this limiter writes (SET key <now + 1 year> EX <1 year> would
+	// lock the key out for a year). No decision but a reservation stores a
+	// TAT more than B·T ahead; the second B·T lets Redis TIME step back (a
+	// failover to a server whose clock is behind) without a repair. A key
+	// with a queue stamp (a reservation queued) may be B·T + gcra.MaxWait
+	// further ahead, as far as reservations go.
 	//
 	// The script repairs it in the same call: it stores the empty bucket,
 	// TAT = now + B·T, expiring as every state does (⌈B·T/1 ms⌉ + 1 ms),

@@ -87,15 +87,17 @@ func (l *Limiter[K]) Peek(ctx context.Context, key K, n int) (atomiclimit.Decisi
 // process.
 //
 // It never creates quota: the key's state ends as it would be had the
-// admission never been made, or stricter, whatever was admitted or given
-// back on key meanwhile, by any process. For New's limiter (GCRA, exactly
-// gcra.Params.Refund, on Redis TIME): when no give-back that moved other
-// admissions was made on key since the admission (refundLua), it gives back
-// everything of the admission still ahead of now, so that a give-back with
-// nothing else in between leaves the state the admission found (a full
-// bucket is deleted); otherwise the part certainly its own, which is
-// stricter than that by at most the time between Take and Refund, and
-// nothing if the bucket was full when it admitted. A window gives back its
+// admission never been made, or stricter, whatever was admitted, reserved
+// or given back on key meanwhile, by any process. For New's limiter (GCRA,
+// exactly gcra.Params.Refund, on Redis TIME): when no give-back that moved
+// other admissions was made on key since the admission (refundLua), it
+// gives back everything of the admission still ahead of now that no later
+// reservation depends on, so that a give-back with nothing else in between
+// leaves the state the admission found (a full bucket is deleted);
+// otherwise, with no reservation queued since, the part certainly its own,
+// which is stricter than that by at most the time between Take and Refund,
+// and nothing if the bucket was full when it admitted; and with one, only
+// what no later admission can depend on (gcra.Anything), often nothing. A window gives back its
 // count exactly, while the state counts the window it was admitted in (an
 // anchored window's first admission given back with others after it moves
 // the window to now, as in process). It gives nothing back once the

@@ -72,7 +72,7 @@ var corruptions = []struct {
 	// 2·B·T ahead.
 	{"epoch-empty", setValue("5:")},
 	{"epoch-only", setValue(":5")},
-	{"epoch-three-fields", setValue("5:6:7")},
+	{"four-fields", setValue("5:6:7:8")},
 	{"epoch-not-digits", setValue("5:x")},
 	{"epoch-2^53", setValue("5:9007199254740992")},
 	{"epoch-far-ahead", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
@@ -80,6 +80,23 @@ var corruptions = []struct {
 	}},
 	{"epoch-with-year-ahead", func(ctx context.Context, c *redis.Client, rkey string, now, _ int64) error {
 		return c.Set(ctx, rkey, fmt.Sprintf("%d:%d", now+365*24*3600*1_000_000, now), 0).Err()
+	}},
+	// The queue stamp: "TAT:E:Q", Q of the same form, at most 2·B·T
+	// ahead; such a key may run B·T + gcra.MaxWait further ahead than
+	// one without (reservations), but no further, and needs an expiry.
+	{"queue-empty", setValue("5:6:")},
+	{"queue-not-digits", setValue("5:6:x")},
+	{"queue-2^53", setValue("5:6:9007199254740992")},
+	{"queue-17-digits", setValue("5:6:10000000000000000")},
+	{"queue-far-ahead", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
+		return c.Set(ctx, rkey, fmt.Sprintf("%d:0:%d", now, now+2*span+1), time.Hour).Err()
+	}},
+	{"queued-past-the-longest-wait", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
+		maxWait := int64(gcra.MaxWait / time.Microsecond)
+		return c.Set(ctx, rkey, fmt.Sprintf("%d:0:%d", now+2*span+maxWait+1, now), 24*time.Hour).Err()
+	}},
+	{"queued-far-ahead-no-ttl", func(ctx context.Context, c *redis.Client, rkey string, now, span int64) error {
+		return c.Set(ctx, rkey, fmt.Sprintf("%d:0:%d", now+span+1, now), 0).Err()
 	}},
 	// WRONGTYPE: another type at the key.
 	{"list", func(ctx context.Context, c *redis.Client, rkey string, _, _ int64) error {
@@ -212,7 +229,9 @@ func TestCorruptStateRepairedRealClock(t *testing.T) {
 // integer is a TAT (leading zeros and all), one in the past is a full
 // bucket with or without an expiry, and one up to 2·B·T ahead with an
 // expiry is a state that TIME stepping back, or a limit shrunk across a
-// deploy, may leave: denied, not rewritten. "TAT:E" is a state of epoch E.
+// deploy, may leave: denied, not rewritten. "TAT:E" is a state of epoch E,
+// and "TAT:E:Q" one of queue stamp Q too, which may be further ahead:
+// reservations queued behind it, up to gcra.MaxWait each.
 func TestValidStatesAreNotCorrupt(t *testing.T) {
 	s := sharedServer(t)
 	c := s.client(t)
@@ -221,7 +240,7 @@ func TestValidStatesAreNotCorrupt(t *testing.T) {
 	require.NoError(t, err)
 	now := serverNow(t, c)
 	rkey := l.Key("k")
-	for _, v := range []string{"0", "007", strconv.FormatInt(now-1, 10), "5:0", "5:1", fmt.Sprint(now-1, ":", now)} {
+	for _, v := range []string{"0", "007", strconv.FormatInt(now-1, 10), "5:0", "5:1", fmt.Sprint(now-1, ":", now), "5:6:7", "5:0:7", fmt.Sprint(now-1, ":0:", now)} {
 		require.NoError(t, c.Set(ctx, rkey, v, 0).Err())
 		r := l.DecideAt(ctx, "k", 0, false, now)
 		assert.NoError(t, r.Err, v)
@@ -238,4 +257,19 @@ func TestValidStatesAreNotCorrupt(t *testing.T) {
 		assert.Equal(t, time.Duration(ahead-span+int64(time.Minute/time.Microsecond))*time.Microsecond, r.RetryAfter, "the state as it is")
 		assert.Equal(t, v, stored(t, c, rkey))
 	}
+	// Behind reservations: 2·B·T + gcra.MaxWait ahead, with an expiry, and
+	// a queue stamp.
+	ahead := 2*span + int64(gcra.MaxWait/time.Microsecond)
+	v := fmt.Sprint(now+ahead, ":0:", now)
+	require.NoError(t, c.Set(ctx, rkey, v, time.Hour).Err())
+	r := l.DecideAt(ctx, "k", 1, true, now)
+	assert.NoError(t, r.Err)
+	assert.False(t, r.Allowed)
+	assert.Equal(t, time.Duration(ahead-span+int64(time.Minute/time.Microsecond))*time.Microsecond, r.RetryAfter, "the state as it is")
+	assert.Equal(t, v, stored(t, c, rkey))
+}
+
+// TestMaxWaitInScript: the script's maxwait is gcra.MaxWait in whole µs.
+func TestMaxWaitInScript(t *testing.T) {
+	assert.Contains(t, redislimit.DecideLua, fmt.Sprintf("local maxwait = %d\n", int64(gcra.MaxWait/time.Microsecond)))
 }

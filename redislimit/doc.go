@@ -24,7 +24,9 @@
 //
 // and only an admission writes (TAT ← max(TAT, now) + n·T), or a Refund of
 // one (below). A denial writes nothing (unless it repairs a corrupt state).
-// An absent key is a full bucket.
+// An absent key is a full bucket. A reservation (Reserve, Wait: "Waiting")
+// is an admission that may wait: it is admitted when max(TAT, now) + n·T −
+// now − B·T, its wait, is at most the longest it may wait.
 //
 // In Redis, TAT is an integer number of microseconds since the Unix epoch on
 // the server's TIME clock, stored as a decimal string, and the key expires
@@ -35,8 +37,12 @@
 // the script, truncated to milliseconds) before the script reads TIME. Once
 // a Refund has moved other admissions of the key, the string is "TAT:E", E
 // the key's give-back epoch, and the key lives until E + B·T at least
-// (Refund says why); a bare TAT, as every value written before the epoch
-// existed, is epoch 0.
+// (Refund says why); once a reservation has queued (waited), it is
+// "TAT:E:Q", Q the key's queue stamp. A bare TAT, as every value written
+// before the epoch existed, is epoch 0, and a value without Q (every value
+// written before reservations) has none: an upgrade changes no decision
+// and no give-back (script.go, decideLua, says how the two stamps tell a
+// give-back what in process a stripe's counters tell it).
 //
 // # The microsecond rounding rule, and why it never over-admits
 //
@@ -121,10 +127,12 @@
 //   - Corrupt state, ErrCorrupt: the key held something that is not a
 //     state (another type; not 1 to 16 decimal digits below 2^53, as
 //     "inf", "1e19", "nan", "0x10", "garbage" are not, optionally followed
-//     by ":" and an epoch of the same form; a TAT more than 2·B·T ahead,
-//     whether or not the key expires, or more than B·T ahead with no
-//     expiry: no decision stores more than B·T, and the second B·T is what
-//     TIME may step back). The script replaces it, in the same call,
+//     by ":" and an epoch of the same form, and then by ":" and a queue
+//     stamp; a TAT more than 2·B·T ahead, whether or not the key expires,
+//     or more than B·T ahead with no expiry: no decision but a reservation
+//     stores more than B·T, and the second B·T is what TIME may step back;
+//     with a queue stamp, B·T + gcra.MaxWait further, what reservations may
+//     store). The script replaces it, in the same call,
 //     with the empty bucket (TAT = now + B·T, expiring as every state) and
 //     decides on that: Redis decided (SourceRedis), denied with RetryAfter
 //     n·T. The key is neither unlimited nor locked out: it refills as any
@@ -177,27 +185,35 @@
 //     integer.
 //   - Take(ctx, key, n) decides a request for n, with the whole Decision
 //     and a receipt (atomiclimit.RemoteReceipt): for New's GCRA, the TAT
-//     the script stored, the script's TIME, and the key's give-back epoch,
-//     in µs on Redis TIME (for NewRule's rules, see "Every rule"). It is
+//     the script stored, the script's TIME, and the key's latest stamp
+//     max(E, Q), in µs on Redis TIME (for NewRule's rules, see "Every
+//     rule"). It is
 //     the zero Receipt when nothing was stored in Redis:
 //     a denial, a peek (n = 0), n out of range, Unlimited and DenyAll, a
 //     cache denial, and FailOpen's admissions. FallbackTo's admissions
 //     carry the local limiter's receipt, and are given back there.
 //   - Peek(ctx, key, n) is Take's decision, taking nothing.
 //   - Refund(ctx, key, n, r) runs a second script on key alone; for New's
-//     GCRA, at its TIME now: gcra.Params.Refund, exactly. When no give-back that moved
-//     other admissions was made on key since the admission (its epoch is
-//     the receipt's), it gives back everything of the admission still
-//     ahead of now, min(n·T, r − now, TAT − now): with nothing else in
-//     between, the key is as if the admission had never been made (a full
-//     bucket is deleted). Otherwise it gives back what is certainly the
+//     GCRA, at its TIME now: gcra.Params.Refund, exactly. When no give-back
+//     that moved other admissions was made on key since the admission (the
+//     key's epoch is at most the receipt's stamp), it gives back everything
+//     of the admission still ahead of now that no later reservation depends
+//     on, min(n·T, r − now, TAT − now, B·T − (TAT − r)): with nothing else
+//     in between, the key is as if the admission had never been made (a
+//     full bucket is deleted). Otherwise, when no reservation queued since
+//     (nor did its queue stamp move), it gives back what is certainly the
 //     admission's own, min(at + n·T − now, TAT − now), at its time at:
-//     stricter than that by at most the time between Take and Refund. It
-//     never creates quota, whatever was admitted or given back on key
+//     stricter than that by at most the time between Take and Refund; and
+//     when one did, only what no admission after it can depend on
+//     (gcra.Anything: at + n·T + T − TAT, often nothing). It never creates
+//     quota, whatever was admitted, reserved or given back on key
 //     meanwhile, by any process, and admissions are given back in any
-//     order. A give-back that moves later admissions (TAT ≠ r) advances
-//     the key's epoch to max(E + 1, now). n must be Take's n, each receipt
-//     is given back once; the zero Receipt, n < 1 and n > B make no call.
+//     order. A give-back that moves later admissions (TAT ≠ r) stamps the
+//     key's epoch, max(E, Q) + 1 or now, whichever is later. n must be
+//     Take's n, each receipt is given back once; the zero Receipt, n < 1
+//     and n > B make no call.
+//   - Reserve(ctx, key, n) and Wait(ctx, key), WaitN(ctx, key, n): below,
+//     "Waiting".
 //   - Reset(ctx, key) deletes key's state in Redis (one DEL in a script,
 //     on key alone): the bucket is full again for every process, and this
 //     process's over-limit cache forgets key.
@@ -212,6 +228,56 @@
 // the policy's decision (Refund: false), on a rejection ErrRejected; when
 // ctx ended first it wraps ctx.Err(), as above.
 //
+// # Waiting
+//
+// Reserve and WaitN are atomiclimit.Limiter's ReserveN and WaitN kept in
+// Redis, so that the waiters of every process are served in one order.
+// For New's GCRA, a reservation is one script call (the decide script's
+// op '4', gcra.Params.Reserve in µs on TIME): it pushes the key's TAT
+// ahead by n·T from max(TAT, now), atomically, and replies the wait,
+// max(TAT, now) + n·T − now − B·T, after which the tokens are due. The
+// reservations of all processes are thus due in the order Redis ran them,
+// each after the one before, and no instant has more than B due (no window
+// [a, b] more than B + (b − a)/T: the gcra bound on their due times). The
+// key's expiry covers the state reserved (⌈(TAT − now)/1 ms⌉ + 1 ms). A
+// reservation may wait up to the nearest of ctx's deadline, WithMaxWait
+// and gcra.MaxWait; one that would wait longer fails at once with
+// atomiclimit.ErrDeadline and stores nothing. WaitN sleeps for the wait
+// Redis replied, from when the reply arrived (never before the tokens are
+// due on TIME): one round trip per waiter, no polling. In the tests, three
+// Limiters on three clients sharing one key with 16 waiters each (48 in
+// all, burst 4, T 2 ms) made one call per Wait, 1.0 per admitted request
+// (TestWaitConcurrentInOrder).
+//
+// Reservation.Cancel gives back, in one more call, what no later
+// reservation depends on (x/time/rate's rule, gcra.Params.Refund as in
+// process), and nothing once its tokens are due; WaitN cancels when its
+// ctx ends while it sleeps, with a context the end does not reach, bounded
+// by WithTimeout. For that a give-back must know what in process its
+// stripe's counters say: whether a give-back since shifted admissions, and
+// whether a reservation since queued. A reservation that queues stamps the
+// key (Q), a shifting give-back stamps its epoch (E), each stamp later than
+// every one before; a receipt (Take's, or a reservation's) holds the
+// latest stamp of its decision, and E or Q above it is the counter's
+// change (script.go). The tests hold the Redis scripts to gcra's functions
+// on random sequences of takes, reservations, cancels and give-backs,
+// checking after every step that the admissions not given back conform
+// (TestReserveMatchesGCRA, TestReserveCancelConcurrent).
+//
+// NewRule's windows have no queue: Reserve returns an error wrapping
+// errors.ErrUnsupported, as in process, and WaitN takes (Take), and after
+// a denial sleeps until the window admits, with a jitter of at most a
+// quarter of that and one token's time, then takes again (WaitN says why).
+// The Outage policies decide a reservation as they decide a Take: FailOpen
+// admits at once, FailClosed fails, FallbackTo reserves on its local
+// limiter (whose Reservation's Cancel is the local one's).
+//
+// A process of an earlier version of this module reads "TAT:E:Q" as a
+// corrupt state and repairs it to the empty bucket, TAT = now + B·T: below
+// the reservations queued beyond it, whose tokens then come on top of the
+// requests it admits (up to the reserved backlog too many, once). Run
+// Reserve and WaitN once every process of the prefix runs this version.
+//
 // # Keys
 //
 // A Limiter is keyed as an in-process limiter is: New and NewRule by
@@ -224,7 +290,7 @@
 //	perIP, _ := redislimit.NewKeyed[netip.Prefix](rdb, atomiclimit.PerMinute(60), 60)
 //
 // The state of a key is held at one Redis key (Limiter.Key): the prefix
-// (WithKeyPrefix, DefaultKeyPrefix otherwise), then the key written as
+// (WithKeyPrefix, "atomiclimit:" otherwise), then the key written as
 // follows, wrapped in a hash tag under WithHashTag ({…}, for Redis
 // Cluster):
 //
@@ -250,7 +316,7 @@
 // keys of type netip.Prefix. Any other K (a float, a bool, a struct such as
 // httplimit's Pair, an interface) needs WithKeyFunc, which writes the key
 // as its function says, and replaces the encoding for the types above;
-// without it NewKeyed returns ErrKeyType.
+// without it NewKeyed returns ErrConfig.
 //
 // Writing the Redis key is the one allocation a key costs: a string key is
 // concatenated with the prefix; any other
@@ -332,10 +398,12 @@
 // Resets lower TAT too, and those made elsewhere (DEL, FLUSHALL, Reset in
 // another process, a restart without persistence, a failover to a replica
 // that lacked the key) are invisible to this process. So an entry answers
-// only for the max age (WithOverLimitCacheMaxAge, DefaultCacheMaxAge = 1s)
+// only for the max age (WithOverLimitCacheMaxAge, 1s by default)
 // after the Redis denial that last refreshed it: that is the cache's whole
 // staleness after any reset or refund elsewhere. Reset in this process
-// forgets the key at once.
+// forgets the key at once. Reservations raise TAT as admissions do, and a
+// Cancel that gives back lowers it as Refund does (this process forgets its
+// entry); Reserve and WaitN ask Redis whatever the cache holds.
 //
 // # Leases
 //
@@ -426,9 +494,9 @@
 //   - GCRA: New's limiter.
 //   - FixedWindowUTC: windows on the UTC boundaries offset + k·period,
 //     which every process computes alike. FixedWindow is rejected
-//     (ErrUnsupported): its windows start when one limiter is created, an
-//     instant a fleet does not share; FixedWindowUTC(n, period, 0) is the
-//     fleet's version of it.
+//     (ErrConfig and errors.ErrUnsupported): its windows start when one
+//     limiter is created, an instant a fleet does not share;
+//     FixedWindowUTC(n, period, 0) is the fleet's version of it.
 //   - SlidingCounter: its two fixed windows are on the UTC boundaries
 //     k·period (an in-process counter has them where its limiter starts:
 //     the two agree when that is on such a boundary).
@@ -442,7 +510,7 @@
 //     in-process limiter counts it from its own epoch, and the two agree
 //     when that epoch is a multiple of g. Anchors are kept in ns exactly (as
 //     µs and the ns beyond them), so windows end between microseconds as
-//     in process. n up to 2^51 − 1 (ErrResolution beyond).
+//     in process. n up to 2^51 − 1 (ErrConfig beyond).
 //   - Bands of these: all or nothing, in one call and one Redis key.
 //
 // A key's state is one Redis string of 8-byte words, big-endian, the bands'
@@ -507,7 +575,8 @@
 // band, as New's). The Outage policies apply as to New's limiters, with the
 // rule's bounds: FailOpen admits 1 ≤ n ≤ the most a state admits (1 for the
 // log); FailClosed's RetryAfter hint is Window/Limit of Quota, at most a
-// second. WithOverLimitCache is GCRA's only (ErrUnsupported).
+// second. WithOverLimitCache is GCRA's only (ErrConfig and
+// errors.ErrUnsupported).
 //
 // # Microseconds, and why they never make Redis more permissive
 //
@@ -521,7 +590,7 @@
 //     consecutive slices for the rolling window, B + d/T for GCRA) holds
 //     on TIME's readings.
 //   - The parameters. A window, a slice and a UTC offset must be whole µs
-//     (ErrResolution): they are not rounded, so the limits are
+//     (ErrConfig): they are not rounded, so the limits are
 //     exactly the user's. The anchored window's anchors are rounded up to
 //     g as in process, and kept to the ns. A GCRA band's interval, which
 //     the rate only implies, is rounded up as New rounds it:

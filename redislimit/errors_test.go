@@ -1,6 +1,7 @@
 package redislimit_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,8 @@ import (
 // TestConstructorErrorsSayPackageOnce: every error a constructor of this
 // package returns starts with "redislimit: " and says it once, however many
 // of this package's errors it wraps (before, a band's error read
-// "redislimit: anchored 10/2s: redislimit: not decided in redis: …"); the
-// sentinels stay matched by errors.Is.
+// "redislimit: anchored 10/2s: redislimit: not decided in redis: …"); each
+// matches ErrConfig, and the kind it is (errors.Is).
 func TestConstructorErrorsSayPackageOnce(t *testing.T) {
 	none := &noServer{}
 	plain := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // ContextTimeoutEnabled off; never dialled
@@ -70,6 +71,11 @@ func TestConstructorErrorsSayPackageOnce(t *testing.T) {
 		{"NewRule: GCRA band faster than 1/µs", newRule(none, atomiclimit.Bands(atomiclimit.GCRA(atomiclimit.PerSecond(2_000_000), 10), min1)), redislimit.ErrRateTooHigh},
 		{"NewRule: cache", newRule(none, min1, redislimit.WithOverLimitCache(10)), redislimit.ErrUnsupported},
 		{"NewRule: negative timeout", newRule(none, min1, redislimit.WithTimeout(-1)), redislimit.ErrInvalidTimeout},
+		{"NewKeyed: float keys", func() error {
+			_, err := redislimit.NewKeyed[float64](none, gcra.Per(1, time.Second), 1)
+			return err
+		}, redislimit.ErrKeyType},
+		{"New: negative longest wait", newGCRA(none, gcra.Per(1, time.Second), 1, redislimit.WithMaxWait(-1)), redislimit.ErrInvalidMaxWait},
 		{"NewLeased: nil", leased(nil, 4, time.Second), redislimit.ErrInvalidLease},
 		{"NewLeased: static", leased(static, 4, time.Second), redislimit.ErrInvalidLease},
 		{"NewLeased: maxLease 0", leased(ok, 0, time.Second), redislimit.ErrInvalidLease},
@@ -78,6 +84,10 @@ func TestConstructorErrorsSayPackageOnce(t *testing.T) {
 		err := tc.call()
 		require.Error(t, err, tc.name)
 		assert.ErrorIs(t, err, tc.want, tc.name)
+		assert.ErrorIs(t, err, redislimit.ErrConfig, tc.name)
+		if tc.want == redislimit.ErrUnsupported {
+			assert.ErrorIs(t, err, errors.ErrUnsupported, tc.name)
+		}
 		msg := err.Error()
 		assert.True(t, strings.HasPrefix(msg, "redislimit: "), "%s: %q", tc.name, msg)
 		assert.Equal(t, 1, strings.Count(msg, "redislimit:"), "%s: %q", tc.name, msg)

@@ -169,3 +169,68 @@ func (l *Limiter[K]) DecideArgs(n int) []any {
 
 // MaxBandsForTest is maxBands.
 const MaxBandsForTest = maxBands
+
+// ReserveAt is Reserve with an explicit longest wait (maxWait ≥ 0 ns, or
+// < 0 for ctx's and the limiter's) at an explicit Redis time (µs; < 0 for
+// TIME).
+func (l *Limiter[K]) ReserveAt(ctx context.Context, key K, n int, maxWait time.Duration, nowMicros int64) (*Reservation, error) {
+	rv := l.reserve(ctx, key, n, int64(maxWait), nowMicros)
+	return rv.res, rv.err
+}
+
+// Taken is what the reservation's Cancel gives to the script: the TAT it
+// stored, its time and the key's latest stamp, µs on Redis TIME; zero for
+// a reservation with nothing in Redis.
+func (r *Reservation) Taken() (stored, at, stamp int64) {
+	return int64(r.tk.tat), int64(r.tk.at), int64(r.tk.stamp)
+}
+
+// IsLocal reports whether FallbackTo's limiter made the reservation.
+func (r *Reservation) IsLocal() bool { return r.local != nil }
+
+// CancelAt is Cancel at an explicit Redis time (µs), with no local check
+// of the due time: Redis decides whether the tokens are due. It reports
+// whether anything was given back.
+func (r *Reservation) CancelAt(ctx context.Context, nowMicros int64) (bool, error) {
+	if r.done || r.c == nil {
+		r.done = true
+		return false, nil
+	}
+	r.done = true
+	return r.cancel(ctx, nowMicros)
+}
+
+// SetTimer replaces time.NewTimer in WaitN.
+func (l *Limiter[K]) SetTimer(f func(time.Duration) (<-chan time.Time, func() bool)) { l.newTimer = f }
+
+// OnReserved has f hear every reservation Redis decided, in the caller's
+// goroutine, with ctx, whether it reserved, the wait, and what its Cancel
+// needs (µs on Redis TIME), before the local time its Delay counts from is
+// read. Set it before any Reserve or Wait.
+func (l *Limiter[K]) OnReserved(f func(ctx context.Context, ok bool, wait time.Duration, stored, at, stamp int64)) {
+	l.onReserved = func(ctx context.Context, ok bool, wait time.Duration, tk taken) {
+		f(ctx, ok, wait, int64(tk.tat), int64(tk.at), int64(tk.stamp))
+	}
+}
+
+// WindowSleep is windowSleep.
+var WindowSleep = windowSleep
+
+// The kinds of ErrConfig, by name, for the tests that tell them apart
+// (users match ErrConfig and read the message).
+var (
+	ErrNilClient              = errNilClient
+	ErrRateTooHigh            = errRateTooHigh
+	ErrInvalidPrefix          = errInvalidPrefix
+	ErrInvalidTimeout         = errInvalidTimeout
+	ErrContextTimeoutDisabled = errContextTimeoutDisabled
+	ErrInvalidCacheSize       = errInvalidCacheSize
+	ErrInvalidOutage          = errInvalidOutage
+	ErrInvalidMaxWait         = errInvalidMaxWait
+	ErrInvalidBreaker         = errInvalidBreaker
+	ErrInvalidCacheMaxAge     = errInvalidCacheMaxAge
+	ErrUnsupported            = errUnsupported
+	ErrResolution             = errResolution
+	ErrKeyType                = errKeyType
+	ErrInvalidLease           = errInvalidLease
+)

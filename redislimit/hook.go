@@ -19,7 +19,14 @@ import "time"
 // caller who gave up (SourceCaller) is reported by Error alone, since
 // nothing was decided. Peek reports only its errors. Refund and Reset
 // report theirs with SourceCaller when the caller gave up, else with
-// SourceFailClosed: nothing was given back, nothing removed.
+// SourceFailClosed: nothing was given back, nothing removed. Reserve
+// reports as Take does, Allowed when it made a reservation and Denied with
+// the wait it needed when none allowed fits (SourceStatic, gcra.Never, for
+// n out of range, which makes no call); WaitN once, when it returns, after
+// the errors of its calls; nothing for a WaitN whose ctx ended while it
+// slept (the caller gave up), nor for a Reserve or WaitN whose ctx was done
+// before any call, nor for Reserve's error on a window rule.
+// Reservation.Cancel reports its errors as Refund does.
 //
 // Do not give Allowed and Denied to a Limiter and an httplimit middleware
 // over it that count the same thing: both would report each request.

@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -9,17 +8,17 @@ import (
 	"unsafe"
 )
 
-// ErrKeyType: NewKeyed or NewKeyedRule for a key type K that has no Redis
+// errKeyType: NewKeyed or NewKeyedRule for a key type K that has no Redis
 // key encoding (a float, a bool, a struct, an interface, … : see the
 // package doc, "Keys"), without WithKeyFunc; or a WithKeyFunc whose
 // function does not take K, or is nil.
-var ErrKeyType = errors.New("redislimit: no redis key encoding for the key type")
+var errKeyType = configErr("no redis key encoding for the key type")
 
 // WithKeyFunc makes f write a key into its Redis key, which is then the
 // prefix and f(key) (in a hash tag under WithHashTag). A Limiter keyed by a
 // type with no encoding of its own (the package doc, "Keys") needs it; for
 // the others it replaces the encoding. f's K must be the Limiter's key type
-// (ErrKeyType otherwise). f must be deterministic and one-to-one: two
+// (ErrConfig otherwise). f must be deterministic and one-to-one: two
 // different keys written as one string share one state in Redis. It is
 // called once per call to Redis (not for the answers of the over-limit
 // cache or of a static limit), from many goroutines at once.
@@ -54,16 +53,16 @@ type keyCodec[K comparable] struct {
 var maxKeyText = [...]int{keySigned: 20, keyUnsigned: 20, keyPrefix: 43, keyAddr: 39}
 
 // newKeyCodec returns the codec of K: fn's (WithKeyFunc's option value, if
-// not nil), else K's own encoding, or an error wrapping ErrKeyType.
+// not nil), else K's own encoding, or an error wrapping ErrConfig.
 func newKeyCodec[K comparable](fn any) (keyCodec[K], error) {
 	t := reflect.TypeFor[K]()
 	if fn != nil {
 		f, ok := fn.(func(K) string)
 		switch {
 		case !ok:
-			return keyCodec[K]{}, fmt.Errorf("%w: WithKeyFunc's function is a %T, and the Limiter's keys are %v", ErrKeyType, fn, t)
+			return keyCodec[K]{}, fmt.Errorf("%w: WithKeyFunc's function is a %T, and the Limiter's keys are %v", errKeyType, fn, t)
 		case f == nil:
-			return keyCodec[K]{}, fmt.Errorf("%w: WithKeyFunc(nil)", ErrKeyType)
+			return keyCodec[K]{}, fmt.Errorf("%w: WithKeyFunc(nil)", errKeyType)
 		}
 		return keyCodec[K]{kind: keyFunc, fn: f}, nil
 	}
@@ -88,13 +87,13 @@ func newKeyCodec[K comparable](fn any) (keyCodec[K], error) {
 		}
 	}
 	if c.kind == 0 {
-		return keyCodec[K]{}, fmt.Errorf("%w: %v (give WithKeyFunc)", ErrKeyType, t)
+		return keyCodec[K]{}, fmt.Errorf("%w: %v (give WithKeyFunc)", errKeyType, t)
 	}
 	return c, nil
 }
 
 // Key returns the Redis key that holds key's state: the prefix
-// (WithKeyPrefix, DefaultKeyPrefix otherwise) and key as the package doc
+// (WithKeyPrefix, "atomiclimit:" otherwise) and key as the package doc
 // says ("Keys"): a string as it is, so that "user:42" is held at
 // "atomiclimit:user:42"; a netip.Prefix as 2001:db8::/64, an integer in
 // decimal. Under WithHashTag key is wrapped in a hash tag ({key}), so that

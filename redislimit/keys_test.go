@@ -109,7 +109,7 @@ func TestKeyPrefixOneToOne(t *testing.T) {
 		}
 		seen[k] = p
 		if p.IsValid() {
-			require.Equal(t, redislimit.DefaultKeyPrefix+p.String(), k)
+			require.Equal(t, "atomiclimit:"+p.String(), k)
 		}
 	}
 	var addrs []netip.Addr

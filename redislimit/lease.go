@@ -15,10 +15,10 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// ErrInvalidLease: NewLeased was given a nil Limiter, one of NewRule (or
+// errInvalidLease: NewLeased was given a nil Limiter, one of NewRule (or
 // NewKeyedRule) or of a static limit (Unlimited, DenyAll), a maxLease outside 1 … MaxLease, or a
 // minLife ≤ 0.
-var ErrInvalidLease = errors.New("redislimit: invalid lease")
+var errInvalidLease = configErr("invalid lease")
 
 // MaxLease is the largest maxLease NewLeased accepts: a cell counts its
 // tokens in 24 bits.
@@ -152,17 +152,17 @@ const (
 // Redis by a good margin, or leases arrive expired and are dropped unspent.
 // l must be a GCRA limiter of New or NewKeyed (not NewRule or NewKeyedRule)
 // with a finite, non-zero limit; the Leased takes its key type. Errors wrap
-// ErrInvalidLease.
+// ErrConfig.
 func NewLeased[K comparable](l *Limiter[K], maxLease int, minLife time.Duration) (*Leased[K], error) {
 	switch {
 	case l == nil:
-		return nil, fmt.Errorf("%w: nil Limiter", ErrInvalidLease)
+		return nil, fmt.Errorf("%w: nil Limiter", errInvalidLease)
 	case l.rule != nil || l.static:
-		return nil, fmt.Errorf("%w: %v: only New's finite GCRA limits lease", ErrInvalidLease, l)
+		return nil, fmt.Errorf("%w: %v: only New's finite GCRA limits lease", errInvalidLease, l)
 	case maxLease < 1 || maxLease > MaxLease:
-		return nil, fmt.Errorf("%w: maxLease %d not in 1…%d", ErrInvalidLease, maxLease, MaxLease)
+		return nil, fmt.Errorf("%w: maxLease %d not in 1…%d", errInvalidLease, maxLease, MaxLease)
 	case minLife <= 0:
-		return nil, fmt.Errorf("%w: minLife %v", ErrInvalidLease, minLife)
+		return nil, fmt.Errorf("%w: minLife %v", errInvalidLease, minLife)
 	}
 	ls := &Leased[K]{
 		l:        l,

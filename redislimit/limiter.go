@@ -32,8 +32,9 @@ import (
 // Its methods are the in-process limiters' verbs: Allow(ctx, key) for one
 // event, Take(ctx, key, n) for n with the whole decision and a receipt,
 // Peek to ask without taking, Refund to give an admission back, Reset to
-// forget a key. There is no form that takes the time: Redis TIME is the
-// clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
+// forget a key, Reserve(ctx, key, n) and Wait(ctx, key) to be served when
+// tokens come, in one order with every process. There is no form that
+// takes the time: Redis TIME is the clock. A Limiter[K] is an atomiclimit.KeyedLimiter[K] (Take, Peek,
 // Refund, Quota: contract.go), so the doors take it as they take the
 // in-process limiters of the same key type: a policy moves between a
 // process and a fleet by its constructor alone (NewKeyed for
@@ -90,11 +91,20 @@ type core struct {
 	hook       *Hook
 	hookPolicy string
 
+	// maxWait is the longest a reservation waits, in ns (WithMaxWait;
+	// gcra.MaxWait by default), before ctx's deadline shortens it.
+	maxWait int64
+
 	// epoch is the over-limit cache's and the breaker's time base: local
 	// times are time.Since(epoch) in ns, which reads only the monotonic
 	// clock.
 	epoch   time.Time
 	nowHook func() int64 // tests only: replaces time.Since(epoch)
+	// newTimer replaces time.NewTimer in WaitN (tests only).
+	newTimer func(time.Duration) (<-chan time.Time, func() bool)
+	// onReserved hears every reservation's reply, before the local time
+	// its Delay counts from is read (tests only).
+	onReserved func(ctx context.Context, ok bool, wait time.Duration, tk taken)
 }
 
 // A result is the outcome of one decision: the Decision that Take, Peek
@@ -169,8 +179,8 @@ func (s Source) String() string {
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
 
-// DefaultKeyPrefix starts every Redis key unless WithKeyPrefix says otherwise.
-const DefaultKeyPrefix = "atomiclimit:"
+// defaultKeyPrefix starts every Redis key unless WithKeyPrefix says otherwise.
+const defaultKeyPrefix = "atomiclimit:"
 
 // New returns a Limiter keyed by strings that admits limit's rate with the
 // given burst per key: NewKeyed[string](client, limit, burst, opts...).
@@ -189,16 +199,16 @@ func New(client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*L
 // result. A key becomes a Redis key as the package doc says ("Keys"): K is
 // a string, an integer, a byte array, a netip.Prefix or a netip.Addr (or a
 // type defined on a string, an integer or a byte array), or WithKeyFunc
-// says how; any other K is ErrKeyType. Errors wrap gcra's sentinels for a
-// bad limit or burst, and this package's for a bad option; NewKeyed makes
-// no call to Redis (the first decision loads the script).
+// says how. Every error wraps ErrConfig: a key type with no encoding, a
+// bad option, and a bad limit or burst (which wraps gcra's sentinel too).
+// NewKeyed makes no call to Redis (the first decision loads the script).
 func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, opts ...Option) (*Limiter[K], error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
 	p, err := gcra.NewParams(limit, burst)
 	if err != nil {
-		return nil, fmt.Errorf("redislimit: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	l := &Limiter[K]{core: core{client: client, limit: limit, epoch: time.Now()}}
 	switch {
@@ -209,12 +219,12 @@ func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, 
 		// gcra rejects rates above one per nanosecond rather than round them
 		// to another limit, a rate above one per microsecond is rejected.
 		if p.Interval() < time.Microsecond {
-			return nil, fmt.Errorf("%w: %v", ErrRateTooHigh, limit)
+			return nil, fmt.Errorf("%w: %v", errRateTooHigh, limit)
 		}
 		us := (int64(p.Interval()) + 999) / 1000
 		l.params, err = gcra.NewParams(gcra.Every(time.Duration(us)*time.Microsecond), burst)
 		if err != nil {
-			return nil, fmt.Errorf("redislimit: interval rounded up to %dµs: %w", us, err)
+			return nil, fmt.Errorf("%w: interval rounded up to %dµs: %w", ErrConfig, us, err)
 		}
 		l.argT = strconv.FormatInt(us, 10)
 		l.argSpan = strconv.FormatInt(int64(l.params.Span())/1000, 10)
@@ -226,32 +236,32 @@ func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, 
 	}
 	l.remote, l.maxN, l.hint = gcraRemote{}, l.params.Burst(), min(l.params.Interval(), time.Second)
 
-	cfg := config{prefix: DefaultKeyPrefix, outage: FailClosed}
+	cfg := config{prefix: defaultKeyPrefix, outage: FailClosed}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
 	if cfg.hashTag && strings.ContainsAny(cfg.prefix, "{}") {
-		return nil, fmt.Errorf("%w: %q", ErrInvalidPrefix, cfg.prefix)
+		return nil, fmt.Errorf("%w: %q", errInvalidPrefix, cfg.prefix)
 	}
 	if cfg.timeout < 0 {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidTimeout, cfg.timeout)
+		return nil, fmt.Errorf("%w: %v", errInvalidTimeout, cfg.timeout)
 	}
 	if cfg.timeout > 0 && !contextTimeouts(client) {
-		return nil, fmt.Errorf("%w (set it in the client's options, or use WithTimeout(0) and the client's ReadTimeout)", ErrContextTimeoutDisabled)
+		return nil, fmt.Errorf("%w (set it in the client's options, or use WithTimeout(0) and the client's ReadTimeout)", errContextTimeoutDisabled)
 	}
 	if cfg.cacheSet && cfg.cacheSize < 1 {
-		return nil, fmt.Errorf("%w: %d", ErrInvalidCacheSize, cfg.cacheSize)
+		return nil, fmt.Errorf("%w: %d", errInvalidCacheSize, cfg.cacheSize)
 	}
 	if !cfg.outage.valid() {
-		return nil, ErrInvalidOutage
+		return nil, errInvalidOutage
 	}
 	if cfg.outage.kind == outageFallback {
 		local, ok := cfg.outage.local.(*atomiclimit.Keyed[K])
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%w: FallbackTo's limiter is a %T, and the Limiter's keys are %v", ErrInvalidOutage, cfg.outage.local, reflect.TypeFor[K]())
+			return nil, fmt.Errorf("%w: FallbackTo's limiter is a %T, and the Limiter's keys are %v", errInvalidOutage, cfg.outage.local, reflect.TypeFor[K]())
 		case local == nil:
-			return nil, ErrInvalidOutage
+			return nil, errInvalidOutage
 		}
 		l.local = local
 	}
@@ -259,6 +269,13 @@ func NewKeyed[K comparable](client redis.Scripter, limit gcra.Limit, burst int, 
 		return nil, err
 	}
 	l.prefix, l.hashTag, l.timeout, l.outage = cfg.prefix, cfg.hashTag, cfg.timeout, cfg.outage.kind
+	l.maxWait = int64(gcra.MaxWait)
+	if cfg.maxWaitSet {
+		if cfg.maxWait < 0 {
+			return nil, fmt.Errorf("%w: %v", errInvalidMaxWait, cfg.maxWait)
+		}
+		l.maxWait = min(int64(cfg.maxWait), int64(gcra.MaxWait))
+	}
 	maxAge, err := l.applyRobust(&cfg.robust)
 	if err != nil {
 		return nil, err

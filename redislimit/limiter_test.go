@@ -180,7 +180,7 @@ func TestStaticLimitsMakeNoCall(t *testing.T) {
 func TestKeys(t *testing.T) {
 	l, err := redislimit.New(&noServer{}, gcra.Per(1, time.Second), 1)
 	require.NoError(t, err)
-	assert.Equal(t, redislimit.DefaultKeyPrefix+"user:1", l.Key("user:1"))
+	assert.Equal(t, "atomiclimit:"+"user:1", l.Key("user:1"))
 	l, err = redislimit.New(&noServer{}, gcra.Per(1, time.Second), 1, redislimit.WithKeyPrefix("rl:sec:"), redislimit.WithHashTag())
 	require.NoError(t, err)
 	assert.Equal(t, "rl:sec:{user:1}", l.Key("user:1"))

@@ -18,13 +18,16 @@ type config struct {
 	cacheSet  bool
 	keyFunc   any          // WithKeyFunc's func(K) string (keys.go)
 	robust    robustConfig // options_robust.go
+
+	maxWait    time.Duration
+	maxWaitSet bool
 }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithKeyPrefix sets the prefix of every Redis key (DefaultKeyPrefix
+// WithKeyPrefix sets the prefix of every Redis key ("atomiclimit:"
 // otherwise): the Redis key is the prefix and the key (Limiter.Key).
 // Limiters with different limits on the same keys need different prefixes:
 // a key's state means nothing under another limit.
@@ -36,7 +39,7 @@ func WithKeyPrefix(prefix string) Option {
 // prefix + "{" + key + "}", so that Redis Cluster places it by key alone.
 // Several limiters (bands: per second, per day) with different prefixes then
 // keep one key's buckets in one slot, and one node. The prefix must not
-// contain '{' or '}' (ErrInvalidPrefix).
+// contain '{' or '}' (ErrConfig).
 func WithHashTag() Option {
 	return optionFunc(func(c *config) { c.hashTag = true })
 }
@@ -52,7 +55,7 @@ func WithHashTag() Option {
 // applies a context's deadline to the connection only when the client's
 // ContextTimeoutEnabled is set; New rejects WithTimeout on a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without it
-// (ErrContextTimeoutDisabled), because the bound would not hold. Set the
+// (ErrConfig), because the bound would not hold. Set the
 // client's MaxRetries to -1 and DialerRetries to 1 as well: otherwise a
 // call to a server that refuses connections sleeps between retries and
 // redials until the deadline, instead of failing at once (the package
@@ -83,6 +86,16 @@ func WithOutage(o Outage) Option {
 // is not cached if that frees no room.
 func WithOverLimitCache(size int) Option {
 	return optionFunc(func(c *config) { c.cacheSize, c.cacheSet = size, true })
+}
+
+// WithMaxWait bounds how long Reserve and WaitN wait for their tokens, d
+// at most (gcra.MaxWait, about 36 years, otherwise; a larger d is that),
+// before ctx's deadline shortens it: a request whose tokens would be due
+// later fails at once with atomiclimit.ErrDeadline, and takes nothing.
+// d = 0 reserves only tokens available now. A negative d is
+// ErrConfig.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.maxWait, c.maxWaitSet = d, true })
 }
 
 // An Outage is what decides when Redis cannot: the call failed, or the
@@ -121,7 +134,7 @@ var (
 // written to Redis; when Redis is back, its buckets carry on from where they
 // were (a server restarted without persistence has lost them: every bucket
 // is full again). The caller owns k (its sweeper, Close). k's key type is
-// the Limiter's (ErrInvalidOutage otherwise): the policy moves between the
+// the Limiter's (ErrConfig otherwise): the policy moves between the
 // two with its keys.
 func FallbackTo[K comparable](k *atomiclimit.Keyed[K]) Outage {
 	return Outage{kind: outageFallback, local: k}

@@ -1,7 +1,6 @@
 package redislimit
 
 import (
-	"errors"
 	"fmt"
 	"time"
 )
@@ -20,16 +19,16 @@ type robustConfig struct {
 	cacheMaxAgeSet  bool
 }
 
-// DefaultCacheMaxAge is how long an over-limit cache entry answers after
+// defaultCacheMaxAge is how long an over-limit cache entry answers after
 // the Redis denial that last refreshed it, unless WithOverLimitCacheMaxAge
 // says otherwise.
-const DefaultCacheMaxAge = time.Second
+const defaultCacheMaxAge = time.Second
 
 var (
-	// ErrInvalidBreaker: WithBreaker with failures < 1 or a window ≤ 0.
-	ErrInvalidBreaker = errors.New("redislimit: invalid breaker")
-	// ErrInvalidCacheMaxAge: WithOverLimitCacheMaxAge with d ≤ 0.
-	ErrInvalidCacheMaxAge = errors.New("redislimit: invalid over-limit cache max age")
+	// errInvalidBreaker: WithBreaker with failures < 1 or a window ≤ 0.
+	errInvalidBreaker = configErr("invalid breaker")
+	// errInvalidCacheMaxAge: WithOverLimitCacheMaxAge with d ≤ 0.
+	errInvalidCacheMaxAge = configErr("invalid over-limit cache max age")
 )
 
 // WithBreaker adds a circuit breaker: after failures outages in a row (in
@@ -62,7 +61,7 @@ func WithHook(policy string, h *Hook) Option {
 
 // WithOverLimitCacheMaxAge bounds how long an over-limit cache entry
 // (WithOverLimitCache) answers: d after the Redis denial that last
-// refreshed it (DefaultCacheMaxAge, 1s, otherwise). After that the next
+// refreshed it (1s otherwise). After that the next
 // request for the key goes to Redis. It is the bound on what the cache can
 // miss: a reset from elsewhere (DEL, Reset in another process, FLUSHALL, a
 // restart without persistence, a failover to a replica that lacked the
@@ -78,16 +77,16 @@ func WithOverLimitCacheMaxAge(d time.Duration) Option {
 func (c *core) applyRobust(rc *robustConfig) (maxAge int64, err error) {
 	if rc.breakerSet {
 		if rc.breakerFailures < 1 || rc.breakerWindow <= 0 {
-			return 0, fmt.Errorf("%w: %d failures, window %v", ErrInvalidBreaker, rc.breakerFailures, rc.breakerWindow)
+			return 0, fmt.Errorf("%w: %d failures, window %v", errInvalidBreaker, rc.breakerFailures, rc.breakerWindow)
 		}
 		if !c.static { // the static limits make no call
 			c.breaker = &breaker{threshold: int64(rc.breakerFailures), window: int64(rc.breakerWindow)}
 		}
 	}
-	maxAge = int64(DefaultCacheMaxAge)
+	maxAge = int64(defaultCacheMaxAge)
 	if rc.cacheMaxAgeSet {
 		if rc.cacheMaxAge <= 0 {
-			return 0, fmt.Errorf("%w: %v", ErrInvalidCacheMaxAge, rc.cacheMaxAge)
+			return 0, fmt.Errorf("%w: %v", errInvalidCacheMaxAge, rc.cacheMaxAge)
 		}
 		maxAge = int64(rc.cacheMaxAge)
 	}

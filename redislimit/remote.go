@@ -30,7 +30,7 @@ type remote interface {
 
 // A receipt is what Take's atomiclimit.Receipt carries for a give-back in
 // Redis (atomiclimit.RemoteReceipt), each value below 2^53: GCRA's taken
-// (the TAT stored, the admission's time, the give-back epoch); a fixed,
+// (the TAT stored, the admission's time, the key's latest stamp); a fixed,
 // counter or rolling window's index + 1 (then 0, 0); an anchored window's
 // anchor, in µs + 1 and the ns beyond them, and its count after the
 // admission. The zero receipt: nothing to give back.
@@ -76,9 +76,9 @@ func (gcraRemote) decide(ctx context.Context, l *core, rkey string, n int, o op,
 			d.RetryAfter = 0
 		}
 	}
-	return d, receipt{tk.tat, tk.at, tk.epoch}, err
+	return d, receipt{tk.tat, tk.at, tk.stamp}, err
 }
 
 func (gcraRemote) refund(ctx context.Context, l *core, rkey string, n int, rc receipt, nowMicros int64) (bool, error) {
-	return l.evalRefund(ctx, rkey, n, taken{tat: rc[0], at: rc[1], epoch: rc[2]}, nowMicros)
+	return l.evalRefund(ctx, rkey, n, taken{tat: rc[0], at: rc[1], stamp: rc[2]}, false, nowMicros)
 }

@@ -19,21 +19,21 @@ import (
 
 // The errors of NewRule, besides New's and the in-process constructors'.
 var (
-	// ErrUnsupported: a rule that NewRule does not decide in Redis.
+	// errUnsupported: a rule that NewRule does not decide in Redis.
 	// FixedWindow: its windows start when one limiter is created, an
 	// instant the processes of a fleet do not share; FixedWindowUTC places
 	// them on UTC boundaries that every process agrees on. Also
 	// WithOverLimitCache with a rule other than GCRA: the cache bounds a
 	// TAT.
-	ErrUnsupported = errors.New("redislimit: not decided in redis")
-	// ErrResolution: a window, a slice or a UTC offset that is not a whole
+	errUnsupported = &configError{msg: "redislimit: not decided in redis", also: errors.ErrUnsupported}
+	// errResolution: a window, a slice or a UTC offset that is not a whole
 	// number of microseconds, the resolution of Redis TIME and of the stored
 	// state. It is rejected rather than rounded to another limit. (GCRA's
 	// interval, which the rate only implies, is rounded up instead: see the
 	// package doc.) Also an AnchoredWindow of more than 2^51 − 1 per
 	// window, whose anchors' resolution (above 2^49 ns) the script cannot
 	// round exactly in Lua's doubles.
-	ErrResolution = errors.New("redislimit: window or offset not exact in microseconds")
+	errResolution = configErr("window or offset not exact in microseconds")
 )
 
 // NewRule returns a Limiter keyed by strings that holds every key to rule:
@@ -50,7 +50,7 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 //
 //   - GCRA: NewKeyed's limiter (NewKeyed[K](client, limit, burst, opts...)).
 //   - FixedWindowUTC: the windows start at the same UTC boundaries in every
-//     process. (FixedWindow is rejected: ErrUnsupported.)
+//     process. (FixedWindow is rejected: ErrConfig and errors.ErrUnsupported.)
 //   - SlidingCounter: its fixed windows start at 1970-01-01T00:00:00Z +
 //     k·period, which every process agrees on; an in-process counter whose
 //     limiter starts on such a boundary decides the same.
@@ -69,23 +69,24 @@ func NewRule(client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Lim
 // anchored window's anchor and count), and Refund gives it back as in
 // process; the log's and bands' receipts are 0, as in process
 // (Quota().Refunds()). Quota is the in-process Quota. WithOverLimitCache
-// applies to GCRA only (ErrUnsupported). A window, slice or offset must be a
-// whole number of µs (ErrResolution). FixedWindow is rejected
-// (ErrUnsupported). Keys become Redis keys as NewKeyed's do.
+// applies to GCRA only (ErrConfig and errors.ErrUnsupported). A window,
+// slice or offset must be a whole number of µs (ErrConfig). FixedWindow is
+// rejected (ErrConfig and errors.ErrUnsupported). Keys become Redis keys as
+// NewKeyed's do.
 //
-// Errors: rule's own, as atomiclimit.NewKeyedRule reports them
-// (ErrInvalidRule, ErrInvalidLimit, …), wrapped with "redislimit: "; then
-// ErrUnsupported, ErrResolution, ErrRateTooHigh (a GCRA band), and
-// NewKeyed's. NewKeyedRule makes no call to Redis.
+// Every error wraps ErrConfig: rule's own, as atomiclimit.NewKeyedRule
+// reports them (and wraps them: ErrInvalidRule, ErrInvalidLimit, …); a rule
+// not decided in Redis (errors.ErrUnsupported too), a window not whole in
+// µs; and NewKeyed's. NewKeyedRule makes no call to Redis.
 func NewKeyedRule[K comparable](client redis.Scripter, rule atomiclimit.Rule, opts ...Option) (*Limiter[K], error) {
 	if client == nil {
-		return nil, ErrNilClient
+		return nil, errNilClient
 	}
 	// First the rule as the in-process limiters validate it: the same rule
 	// is rejected with the same errors.
 	k, err := atomiclimit.NewKeyedRule[string](rule, atomiclimit.WithSweepInterval(0))
 	if err != nil {
-		return nil, fmt.Errorf("redislimit: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	k.Close()
 	sp := specOf(rule)
@@ -122,7 +123,7 @@ func NewKeyedRule[K comparable](client redis.Scripter, rule atomiclimit.Rule, op
 		return nil, err
 	}
 	if l.cache != nil {
-		return nil, fmt.Errorf("%w: WithOverLimitCache bounds a GCRA state, and %v is not one", ErrUnsupported, rule)
+		return nil, fmt.Errorf("%w: WithOverLimitCache bounds a GCRA state, and %v is not one", errUnsupported, rule)
 	}
 	l.params, l.limit, l.argT, l.argSpan = gcra.Params{}, gcra.Limit{}, nil, nil
 	l.remote, l.rule, l.maxN = r, &rule, maxN
@@ -139,8 +140,8 @@ func NewKeyedRule[K comparable](client redis.Scripter, rule atomiclimit.Rule, op
 const maxBands = 8
 
 // A bandError is the error of the band where of a rule: err, which may be
-// one of this package's (ErrUnsupported, …) or another's (window's, gcra's),
-// said after the band, with the package named once:
+// one of this package's kinds of ErrConfig or another package's (window's,
+// gcra's), said after the band, with the package named once:
 // "redislimit: band 1 (counter 5/1.5µs): window or offset not a whole …".
 type bandError struct {
 	where string
@@ -152,6 +153,9 @@ func (e *bandError) Error() string {
 }
 
 func (e *bandError) Unwrap() error { return e.err }
+
+// Is makes a band's error an ErrConfig, whatever it wraps.
+func (e *bandError) Is(target error) bool { return target == ErrConfig }
 
 // describe is the in-process Quota of a rule (rule.Quota()), but with a
 // GCRA band's T rounded up to whole µs as this package decides it: its one
@@ -190,7 +194,7 @@ func (b *band) init(s spec) error {
 			// The rounding rule of New: T up to whole microseconds; a rate
 			// above one per µs is rejected, not rounded to another limit.
 			if p.Interval() < time.Microsecond {
-				return fmt.Errorf("%w: %v", ErrRateTooHigh, s.limit)
+				return fmt.Errorf("%w: %v", errRateTooHigh, s.limit)
 			}
 			t := (p.Interval() + time.Microsecond - 1) / time.Microsecond * time.Microsecond
 			if b.g, err = gcra.NewParams(gcra.Every(t), s.burst); err != nil {
@@ -201,10 +205,10 @@ func (b *band) init(s spec) error {
 		}
 	case specFixed, specCounter:
 		if !s.utc && s.kind == specFixed {
-			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", ErrUnsupported, s.n, s.period)
+			return fmt.Errorf("%w: FixedWindow's windows start when one limiter is created, which the processes of a fleet do not share; FixedWindowUTC(%d, %v, 0) is its fleet form, with windows on UTC boundaries that every process agrees on", errUnsupported, s.n, s.period)
 		}
 		if s.period%time.Microsecond != 0 || s.offset%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v, offset %v", ErrResolution, s.period, s.offset)
+			return fmt.Errorf("%w: window %v, offset %v", errResolution, s.period, s.offset)
 		}
 		b.w = int64(s.period / time.Microsecond)
 		// G: the boundary at or before the Unix epoch (offset mod W, less a
@@ -230,7 +234,7 @@ func (b *band) init(s spec) error {
 		}
 	case specLog:
 		if s.period%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v", ErrResolution, s.period)
+			return fmt.Errorf("%w: window %v", errResolution, s.period)
 		}
 		if _, err := window.NewLogParams(s.n, s.period); err != nil {
 			return err
@@ -239,21 +243,21 @@ func (b *band) init(s spec) error {
 		b.args = [5]any{"l", us(s.period), strconv.Itoa(s.n), "0", "0"}
 	case specAnchored:
 		if s.period%time.Microsecond != 0 {
-			return fmt.Errorf("%w: window %v", ErrResolution, s.period)
+			return fmt.Errorf("%w: window %v", errResolution, s.period)
 		}
 		p, err := window.NewAnchoredParams(s.n, s.period)
 		if err != nil {
 			return err
 		}
 		if g := p.Resolution(); g > maxAnchorResolution {
-			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", ErrResolution, s.n, g, maxAnchorResolution)
+			return fmt.Errorf("%w: %d per window needs anchors in units of %v, beyond the %v whose rounding the script computes exactly", errResolution, s.n, g, maxAnchorResolution)
 		}
 		b.kind, b.anchored, b.shift, b.replies, b.words = bandAnchored, p, p.CountBits(), 3, 3
 		b.w, b.wNs, b.res = int64(s.period/time.Microsecond), int64(s.period), int64(p.Resolution())
 		b.args = [5]any{"a", us(s.period), strconv.Itoa(s.n), strconv.FormatInt(b.res, 10), "0"}
 	case specRolling:
 		if s.slice%time.Microsecond != 0 {
-			return fmt.Errorf("%w: slice %v", ErrResolution, s.slice)
+			return fmt.Errorf("%w: slice %v", errResolution, s.slice)
 		}
 		p, err := window.NewRollingParams(s.n, s.period, s.slice, s.perSlice, 0)
 		if err != nil {
@@ -270,7 +274,7 @@ func (b *band) init(s spec) error {
 		}
 		b.args = [5]any{"r", us(s.slice), strconv.Itoa(k), strconv.Itoa(s.n), strconv.Itoa(capN)}
 	default:
-		return fmt.Errorf("%w: %v", ErrUnsupported, s)
+		return fmt.Errorf("%w: %v", errUnsupported, s)
 	}
 	return nil
 }

@@ -8,10 +8,11 @@ import (
 )
 
 // decideLua is the whole decision, run atomically by Redis. It is gcra's
-// Reserve with maxWait 0, in microseconds, on Redis TIME:
+// Reserve, in microseconds, on Redis TIME; with maxWait 0 but for op '4':
 //
 //	debt  = max(TAT − now, 0)           (TAT absent: 0, a full bucket)
-//	admit ⇔ n ≥ 1 and debt + n·T ≤ B·T  (n ≤ B is checked by the caller)
+//	wait  = debt + n·T − B·T            (≤ 0: the tokens are there now)
+//	admit ⇔ n ≥ 1 and wait ≤ maxWait   (n ≤ B is checked by the caller)
 //	admit and store: TAT ← now + debt + n·T, expiring once the bucket is full
 //
 // ARGV[4] is the op: '0' peeks, '1' takes, '2' takes and reports what a
@@ -21,12 +22,17 @@ import (
 // {debt·2 + admitted, k or 0}, so that a nearly empty bucket still leases
 // what it has (lease.go). The quotient of doubles may round up to the next
 // integer; the script then steps k back, so that debt + k·T ≤ B·T holds
-// exactly. Otherwise the script returns debt·2 + admitted, one integer, from
-// which the caller rebuilds the whole gcra.Decision (every field depends on
-// TAT only through debt); with op '2', when it stored, {debt·2 + admitted,
-// stored TAT, now, E}: Take's receipt (refundLua), and otherwise the reply
-// of op '1', so that a denial costs Take what it costs Allow (one integer
-// to read). A denial and a peek write nothing.
+// exactly. '4' reserves: it admits if wait ≤ ARGV[6] (maxWait, µs, at most
+// gcra.MaxWait), a reservation that queues (wait > 0) stamps the key's
+// queue (below), and it replies {admitted, wait, stored TAT or 0, now, the
+// key's latest stamp}: the wait, and what the reservation's Cancel needs
+// (refundLua), or the wait a denied one would have needed. Otherwise the
+// script returns debt·2 + admitted, one integer, from which the caller
+// rebuilds the whole gcra.Decision (every field depends on TAT only
+// through debt); with op '2', when it stored, {debt·2 + admitted, stored
+// TAT, now, the key's latest stamp}: Take's receipt (refundLua), and
+// otherwise the reply of op '1', so that a denial costs Take what it costs
+// Allow (one integer to read). A denial and a peek write nothing.
 // Every value is a whole number of microseconds below 2^53, so the doubles
 // of Lua are exact (see the package doc); string.format('%.0f') writes them
 // exactly, as an integer, and Redis converts a returned number to an
@@ -34,32 +40,46 @@ import (
 //
 // # The stored value
 //
-// "TAT", or "TAT:E" with E ≥ 1, both decimal µs: E is the key's give-back
-// epoch (refundLua), 0 when absent. The values written before the epoch
-// existed are the first form, and read as epoch 0: an upgrade changes no
-// decision and no give-back. Only a give-back that shifted other admissions
-// writes the second form, and every write keeps it: an admission stores
-// "TAT:E" with the E it read. A key with an epoch expires no sooner than
-// E + B·T (refundLua says why); one without, once the bucket is full.
+// "TAT", "TAT:E" with E ≥ 1, or "TAT:E:Q" with Q ≥ 1, all decimal µs: E is
+// the key's give-back epoch and Q its queue stamp, each 0 when absent.
+// Both are stamps of one sequence, each new one max(E, Q) + 1 or now,
+// whichever is later: E is stamped by a give-back that shifted other
+// admissions (refundLua), Q by a reservation that queued (wait > 0). A
+// receipt (Take's, or a reservation's) holds the latest stamp max(E, Q) of
+// its decision, its own queue stamp included; at its give-back E above it
+// says that some give-back since shifted admissions, Q above it that some
+// reservation since queued: what in process a stripe's counters say
+// (gcra.Since). The values written before the epoch existed are the first
+// form, and those written before reservations the first two: they read as
+// E = 0 and Q = 0, and a receipt of theirs holds E, which is max(E, 0):
+// an upgrade changes no decision and no give-back. Only a shifting
+// give-back writes the second form, only a queued reservation the third,
+// and every write keeps them: an admission stores the E and Q it read. A
+// key with an epoch expires no sooner than E + B·T (refundLua says why);
+// one without, once the bucket is full (a queue stamp needs no more: once
+// the bucket is full, every reservation is due).
 //
-// The value is validated before use (ErrCorrupt): TAT and E are 1 to 16
+// The value is validated before use (ErrCorrupt): TAT, E and Q are 1 to 16
 // decimal digits below 2^53; TAT is at most 2·B·T ahead of now, and at most
-// B·T ahead unless the key has an expiry; E at most 2·B·T ahead. A decision
-// stores TAT ≤ now + B·T (the lease's too), and E ≤ now (refundLua): the
-// second B·T lets Redis TIME step back by up to B·T (a failover) without a
-// repair. Anything else (another type, caught by pcall; "inf", "1e19",
+// B·T ahead unless the key has an expiry; E and Q at most 2·B·T ahead. A
+// reservation stores TAT ≤ now + B·T + gcra.MaxWait: a key with a queue
+// stamp may be that much further ahead. A take or a lease stores TAT ≤ now
+// + B·T, and a stamp is now (or one more than the last, within the same
+// µs): the second B·T lets Redis TIME step back by up to B·T (a failover)
+// without a repair. Anything else (another type, caught by pcall; "inf", "1e19",
 // "nan", "0x10", which tonumber would turn into a non-integer; a number far
 // outside any TAT; a TAT a year ahead with a year's expiry, which would lock
 // the key out for that year) is replaced, in this call, by the empty bucket
-// TAT = now + B·T with the usual expiry and no epoch, and the decision is
-// made on that; the reply is then {debt·2 + admitted, 0, what the key held}
-// whatever the op: a repaired state denies every n ≥ 1 (and the caller
-// sends op '0' for n = 0), so nothing is stored. Other errors of GET
-// (NOPERM) are returned as they are.
+// TAT = now + B·T with the usual expiry and no stamps, and the decision is
+// made on that; the reply of ops '0' to '3' is then {debt·2 + admitted, 0,
+// what the key held}: a repaired state denies every n ≥ 1 (and the caller
+// sends op '0' for n = 0), so nothing is stored; op '4' reserves behind
+// the repair as on any state, and adds what the key held to its reply.
+// Other errors of GET (NOPERM) are returned as they are.
 //
 // ARGV[5] is set only in tests: an explicit now in µs, so that the decision
 // vectors can run on a timeline. Production calls pass four arguments (or
-// an empty ARGV[5] for op '3') and the script reads TIME.
+// an empty ARGV[5] for ops '3' and '4') and the script reads TIME.
 const decideLua = preludeLua + `
 local now = now_us(ARGV[5])
 local T = tonumber(ARGV[1])
@@ -72,7 +92,7 @@ if type(v) == 'table' then
   if not v.err or string.sub(v.err, 1, 10) ~= 'WRONGTYPE ' then return v end
   bad = 'a value of type ' .. redis.call('TYPE', KEYS[1]).ok
 elseif v then
-  tat, ep, bad = parse(v, now, span)
+  tat, ep, qs, bad = parse(v, now, span)
 end
 if bad then
   tat = now + span
@@ -82,6 +102,17 @@ local debt = 0
 if tat > now then debt = tat - now end
 local ok = 0
 local stored = 0
+if ARGV[4] == '4' then
+  local wait = (debt - span) + n * T
+  if wait <= tonumber(ARGV[6]) then
+    ok = 1
+    if wait > 0 then qs = stamp() end
+    stored = now + debt + n * T
+    store(stored)
+  end
+  if bad then return {ok, wait, stored, now, math.max(ep, qs), bad} end
+  return {ok, wait, stored, now, math.max(ep, qs)}
+end
 if n == 0 then
   ok = 1
 elseif ARGV[4] == '3' then
@@ -100,7 +131,7 @@ elseif n >= 1 and debt + n * T <= span then
     store(stored)
   end
 end
-if ARGV[4] == '2' and stored > 0 then return {debt * 2 + ok, stored, now, ep} end
+if ARGV[4] == '2' and stored > 0 then return {debt * 2 + ok, stored, now, math.max(ep, qs)} end
 if bad then return {debt * 2 + ok, stored, bad} end
 if ARGV[4] == '3' then return {debt * 2 + ok, stored} end
 return debt * 2 + ok
@@ -119,42 +150,59 @@ end
 `
 
 // stateLua is what decideLua and refundLua share: the stored value's
-// parsing and validation, and its one write. Before it: now, span (B·T),
-// and the key; store reads ep, the epoch to keep.
+// parsing and validation, its stamps, and its one write. Before it: now,
+// span (B·T), and the key; store reads ep and qs, the stamps to keep.
 //
-// parse returns the TAT and the epoch of a string value, and a description
-// of it when it is not a state (then the other two are 0). store writes
-// "TAT" (epoch 0) or "TAT:E", expiring at the later of TAT and E + B·T,
+// parse returns the TAT, the epoch and the queue stamp of a string value,
+// and a description of it when it is not a state (then the other three are
+// 0). stamp returns the next stamp, max(E, Q) + 1 or now, whichever is
+// later. store writes "TAT" (no stamps), "TAT:E" (an epoch) or "TAT:E:Q"
+// (a queue stamp), expiring at the later of TAT and E + B·T (for E ≥ 1),
 // rounded up to whole ms, plus 1 ms (the expiry clock may be read, at the
-// start of the script, before TIME is).
+// start of the script, before TIME is). maxwait is gcra.MaxWait in whole
+// µs (a test holds the two together).
 const stateLua = `
+local maxwait = 1152921504606846
 local function parse(v, now, span)
-  local t, e = string.match(v, '^(%d+):(%d+)$')
+  local t, e, q = string.match(v, '^(%d+):(%d+):(%d+)$')
+  if not t then t, e = string.match(v, '^(%d+):(%d+)$') end
   if not t then t = string.match(v, '^(%d+)$') end
   local why
-  if not t or #t > 16 or (e and #e > 16) then why = ''
+  if not t or #t > 16 or (e and #e > 16) or (q and #q > 16) then why = ''
   else
-    local tat, ep = tonumber(t), tonumber(e or '0')
-    if tat >= 9007199254740992 or ep >= 9007199254740992 then why = ''
-    elseif tat - now > 2 * span then
-      why = string.format(': a TAT %.0fµs ahead, more than 2·B·T', tat - now)
+    local tat, ep, qs = tonumber(t), tonumber(e or '0'), tonumber(q or '0')
+    local reach = 2 * span
+    if qs > 0 then reach = reach + maxwait end
+    if tat >= 9007199254740992 or ep >= 9007199254740992 or qs >= 9007199254740992 then why = ''
+    elseif tat - now > reach then
+      if qs > 0 then
+        why = string.format(': a TAT %.0fµs ahead, more than 2·B·T + the longest wait', tat - now)
+      else
+        why = string.format(': a TAT %.0fµs ahead, more than 2·B·T', tat - now)
+      end
     elseif ep - now > 2 * span then
       why = string.format(': a give-back epoch %.0fµs ahead, more than 2·B·T', ep - now)
+    elseif qs - now > 2 * span then
+      why = string.format(': a queue stamp %.0fµs ahead, more than 2·B·T', qs - now)
     elseif tat - now > span and redis.call('PTTL', KEYS[1]) < 0 then
       why = ' with no expiry'
     else
-      return tat, ep, nil
+      return tat, ep, qs, nil
     end
   end
-  return 0, 0, string.format('%q', string.sub(v, 1, 40)) .. why
+  return 0, 0, 0, string.format('%q', string.sub(v, 1, 40)) .. why
 end
-local ep = 0
+local ep, qs = 0, 0
+local function stamp()
+  local s = math.max(ep, qs) + 1
+  if now > s then s = now end
+  return s
+end
 local function store(t)
   local val, idle = string.format('%.0f', t), t
-  if ep > 0 then
-    val = val .. ':' .. string.format('%.0f', ep)
-    if ep + span > idle then idle = ep + span end
-  end
+  if ep > 0 or qs > 0 then val = val .. ':' .. string.format('%.0f', ep) end
+  if qs > 0 then val = val .. ':' .. string.format('%.0f', qs) end
+  if ep > 0 and ep + span > idle then idle = ep + span end
   redis.call('SET', KEYS[1], val, 'PX', math.ceil((idle - now) / 1000) + 1)
 end
 `
@@ -173,21 +221,27 @@ const (
 	opTake              // admit and store
 	opReceipt           // opTake, and reply the TAT stored (Take's receipt)
 	opLease             // take as many as fit, up to n, and reply how many (lease.go)
+	opReserve           // admit within a longest wait, and reply the wait (reserve.go)
 )
 
 // opArgs are the ops as the script's argument, boxed once here, so that the
 // call does not allocate for them.
-var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2", opLease: "3"}
+var opArgs = [...]any{opPeek: "0", opTake: "1", opReceipt: "2", opLease: "3", opReserve: "4"}
 
 // maxDebtMicros bounds the debt the script may report (Redis TIME jumping
-// back by decades), so that debt·1000 ns stays within what gcra accepts.
-const maxDebtMicros = int64(1) << 52 / 1000
+// back by decades), so that debt·1000 ns stays within what gcra accepts: a
+// TAT of at most MaxNow + MaxSpan + MaxWait (2^62 + 2^60 ns, which no
+// debt of a state reaches: at most 2·B·T ≤ 2^62 ns). It must not bind on
+// a real debt: (1 << 52) / 1000 µs, 52 days, once reported a key of a
+// 100-day span that owed 60 days as owing 52.
+const maxDebtMicros = (int64(1)<<62 + int64(1)<<60) / 1000
 
-// A taken is what Take's receipt carries of a GCRA admission: the TAT it
-// stored and its time, in µs on Redis TIME, and the key's give-back epoch
-// when it was decided. The zero taken: nothing was stored.
+// A taken is what a give-back of a GCRA admission needs (Take's receipt,
+// a Reservation's Cancel): the TAT it stored and its time, in µs on Redis
+// TIME, and the key's latest stamp, max(E, Q), when it was decided, its
+// own queue stamp included (decideLua). The zero taken: nothing was stored.
 type taken struct {
-	tat, at, epoch uint64
+	tat, at, stamp uint64
 }
 
 // eval runs the script for n tokens on the Redis key rkey (through call:
@@ -221,9 +275,9 @@ func (l *core) eval(ctx context.Context, rkey string, n int, o op, nowMicros int
 			// A repair, which stores nothing: {v, 0, what the key held}.
 			v, err = vals[0], corrupt(rkey, r[2])
 		case o == opReceipt && len(r) == 4 && ints(r, vals[:]) && vals[1] > 0:
-			// opReceipt's admission: {v, stored, now, epoch}.
+			// opReceipt's admission: {v, stored, now, stamp}.
 			v = vals[0]
-			tk = taken{tat: uint64(vals[1]), at: uint64(max(vals[2], 0)), epoch: uint64(max(vals[3], 0))}
+			tk = taken{tat: uint64(vals[1]), at: uint64(max(vals[2], 0)), stamp: uint64(max(vals[3], 0))}
 		default:
 			return 0, false, taken{}, rejectedReply(&decideScript, reply)
 		}
@@ -238,58 +292,73 @@ func (l *core) eval(ctx context.Context, rkey string, n int, o op, nowMicros int
 	return min(v>>1, maxDebtMicros) * 1000, v&1 == 1, tk, err
 }
 
-// refundLua gives back the n tokens of a GCRA admission, atomically, on one
-// key (cluster-safe), in µs on Redis TIME: gcra.Params.Refund, with the
-// key's give-back epoch for its alone. ARGV: T, B·T, n, then the receipt:
-// r (the TAT the admission stored), at (its time) and e (the epoch it
-// read), and in tests only an explicit now in µs. With now = max(TIME, at)
-// and the key's TAT and epoch E:
+// refundLua gives back the n tokens of a GCRA admission (Take's, or a
+// reservation's: Reservation.Cancel), atomically, on one key
+// (cluster-safe), in µs on Redis TIME: gcra.Params.Refund, with the key's
+// stamps (decideLua) for what gcra.Since says in process. ARGV: T, B·T, n,
+// then the receipt: r (the TAT the admission stored), at (its time) and c
+// (the key's latest stamp when it was decided); then 'c' for a Cancel (an
+// empty argument otherwise); and in tests only an explicit now in µs. With
+// now = max(TIME, at), due = max(r − B·T, at) (when its tokens were due),
+// and the key's TAT, epoch E and queue stamp Q:
 //
 //	absent, not a state, nothing ahead:  nothing; reply 0
-//	TAT < max(r − B·T, at) + n·T (a state that cannot hold it): reply 0
-//	g = min(n·T, r − now, TAT − now, B·T − (TAT − r))   if E = e (alone)
-//	g = min(at + n·T − now, TAT − now)                  otherwise
+//	a Cancel with now > due (its tokens are due, and taken to be used): reply 0
+//	TAT < due + n·T (a state that cannot hold it): reply 0
+//	g = min(n·T, TAT − now, r − now, B·T − (TAT − r))   E ≤ c (gcra.Alone)
+//	g = min(n·T, TAT − now, due + n·T − max(due, now))  Q ≤ c (gcra.NoneQueued)
+//	g = min(n·T, TAT − now, due + n·T + T − TAT)        otherwise (gcra.Anything)
 //	g ≤ 0: nothing; reply 0
-//	TAT ← TAT − g; if TAT ≠ r or E ≠ e (it may shift the admissions
-//	after it): E ← max(E + 1, now); reply 1
-//
-// Redis holds no reservation due later than the time it was decided at,
-// so "otherwise" is gcra.NoneQueued, and B·T − (TAT − r) binds only when
-// the give-back's now is earlier than a decision made since (a caller
-// stamping its own times): it keeps the formula gcra's.
+//	TAT ← TAT − g; if TAT ≠ r or E > c (it may shift the admissions
+//	after it): E ← the next stamp; reply 1
 //
 // A full bucket (TAT − g = now) with epoch 0 is deleted; any other state
 // is stored as decideLua stores it.
 //
-// Why the epoch. Each script is atomic, so no give-back acts on a state
+// Why the stamps. Each script is atomic, so no give-back acts on a state
 // that changed under it (the ABA that in process needs a lock). What
-// remains is gcra.Params.Refund's alone: no give-back that shifted other
-// admissions was made on the state since the admission. E changes with
-// every such give-back, and only then (max(E + 1, now) grows), and the
-// admission's receipt holds the E it was decided with: alone ⇔ E = e.
+// remains is what gcra.Params.Refund is told of the decisions between the
+// admission and its give-back: whether a give-back that shifted other
+// admissions was made (then the admission's own TAT no longer bounds the
+// admissions after it), and whether a reservation queued (then the
+// admissions after it may be due after now). Every such event takes a new
+// stamp, larger than every stamp before it (max(E, Q) + 1 or now), into E
+// or Q; the admission's receipt holds max(E, Q) of its decision, which
+// counts its own queue stamp: a shift since ⇔ E > c, a queued reservation
+// since ⇔ Q > c, exactly as a stripe's counters say in process.
 //
-// Why a state created after the key vanished gets nothing: an epoch starts
-// again at 0 when the key is created anew, so E = e alone would not tell
-// the states apart. It does not need to. If a shifting give-back came after
+// Why a state created after the key vanished gets nothing: the stamps
+// start again at 0 when the key is created anew, and a new state's stamps
+// are not ordered with an old receipt's. It does not need them to be. A
+// Cancel gives nothing once its tokens are due, and the key vanishes only
+// once every admission it holds is due (expiry and deletion need the
+// bucket full, TAT ≤ now, and TAT ≥ d + n·T for each admission due at d).
+// A take's receipt has r ≤ at + B·T: if a shifting give-back came after
 // the admission, it set E ≥ its now ≥ at, and the key lives until at least
-// E + B·T ≥ at + B·T ≥ r (the admission stored at most B·T ahead), a
-// deletion included (only a key of epoch 0 is deleted); if none came, the
-// state stayed at least r (an admission raises it, and a give-back that
-// shifts nothing gives back at most what was stored after r) until the
-// bucket was full, which deletion and expiry need. Either way a later
-// state is seen at now ≥ r, when both formulas give nothing (r ≥ at + n·T).
-// Reset, and whatever else deletes a key early (DEL, FLUSHALL, eviction
-// under maxmemory, a restart without persistence), already gives the whole
-// bucket back; a receipt from before it may give back up to its n·T to a
-// new state that holds at least n·T beyond the receipt's time.
+// E + B·T ≥ r, a deletion included (only a key of epoch 0 is deleted); if
+// none came, the state stayed at least r (an admission raises it, and a
+// give-back that shifts nothing gives back at most what was stored after
+// r) until the bucket was full, which deletion and expiry need. Either way
+// a later state is seen at now ≥ r, when gcra.Alone's formula and
+// gcra.NoneQueued's give nothing (r − now ≤ 0, due + n·T − now ≤ r − now).
+// gcra.Anything's, due + n·T + T − TAT, gives nothing to a later state
+// that holds an admission not given back: each is due at or after r, when
+// that state was created, so the state is at least r + T ≥ due + n·T + T.
+// To a later state that holds none, it gives at most what that state's own
+// give-backs left above what it holds: no admission depends on it.
+// Reset, and whatever else deletes a key early (DEL,
+// FLUSHALL, eviction under maxmemory, a restart without persistence),
+// already gives the whole bucket back; a receipt from before it may give
+// back up to its n·T to a new state that holds at least n·T beyond the
+// receipt's time.
 //
-// The caller checks 1 ≤ n ≤ B and that r, at and e are below 2^53, so
+// The caller checks 1 ≤ n ≤ B and that r, at and c are below 2^53, so
 // every value is exact in Lua's doubles.
 const refundLua = preludeLua + `
 local T = tonumber(ARGV[1])
 local span = tonumber(ARGV[2])
-local n, r, at, e = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local now = now_us(ARGV[7])
+local n, r, at, c = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local now = now_us(ARGV[8])
 if now < at then now = at end
 ` + stateLua + `
 local v = redis.pcall('GET', KEYS[1])
@@ -299,19 +368,24 @@ if type(v) == 'table' then
 end
 if not v then return 0 end
 local tat, bad
-tat, ep, bad = parse(v, now, span)
+tat, ep, qs, bad = parse(v, now, span)
 if bad then return 0 end
-local g = tat - now
-if tat < math.max(r - span, at) + n * T then return 0 end -- a state that replaced it
-local alone = ep == e
+local cost = n * T
+local due = math.max(r - span, at)
+if ARGV[7] == 'c' and now > due then return 0 end -- due: taken to be used
+if tat < due + cost then return 0 end -- a state that replaced it
+local g = math.min(cost, tat - now)
+local alone = ep <= c
 if alone then
-  g = math.min(n * T, r - now, g, span - (tat - r))
+  g = math.min(g, r - now, span - (tat - r))
+elseif qs <= c then
+  g = math.min(g, due + cost - math.max(due, now))
 else
-  g = math.min(at + n * T - now, g)
+  g = math.min(g, due + cost + T - tat)
 end
 if g <= 0 then return 0 end
 local back = tat - g
-if tat ~= r or not alone then ep = math.max(ep + 1, now) end
+if tat ~= r or not alone then ep = stamp() end
 if back == now and ep == 0 then
   redis.call('DEL', KEYS[1])
 else
@@ -331,11 +405,16 @@ var refundSHA = func() string {
 const maxReceipt = uint64(1) << 53
 
 // evalRefund runs refundLua (through call: ctx is the caller's) and reports
-// whether it gave anything back. nowMicros < 0 means "read TIME" (always,
-// outside tests).
-func (l *core) evalRefund(ctx context.Context, rkey string, n int, tk taken, nowMicros int64) (bool, error) {
+// whether it gave anything back: a Take's give-back, or with cancel a
+// reservation's, which gives nothing once its tokens are due. nowMicros < 0
+// means "read TIME" (always, outside tests).
+func (l *core) evalRefund(ctx context.Context, rkey string, n int, tk taken, cancel bool, nowMicros int64) (bool, error) {
 	keys := []string{rkey}
-	args := []any{l.argT, l.argSpan, n, strconv.FormatUint(tk.tat, 10), strconv.FormatUint(tk.at, 10), strconv.FormatUint(tk.epoch, 10)}
+	mode := ""
+	if cancel {
+		mode = "c"
+	}
+	args := []any{l.argT, l.argSpan, n, strconv.FormatUint(tk.tat, 10), strconv.FormatUint(tk.at, 10), strconv.FormatUint(tk.stamp, 10), mode}
 	if nowMicros >= 0 {
 		args = append(args, strconv.FormatInt(nowMicros, 10))
 	}

@@ -110,6 +110,15 @@ func handVectors() []vector {
 			{at: 100001, n: 1},
 			{at: 100001, n: 1},
 		},
+	}, {
+		// A span of 100 days: a debt of 60 days is reported whole (the
+		// script's debt was once clamped at 2^52 ns, 52 days: Remaining 46).
+		name: "100-day-span", limit: gcra.Every(24 * time.Hour), burst: 100,
+		steps: []vstep{
+			{at: 0, n: 60, want: want(true, 40, 0, 60*24*time.Hour, 0)},
+			{at: 0, n: 1, peek: true, want: want(true, 39, 0, 61*24*time.Hour, 0)},
+			{at: 0, n: 41, want: want(false, 40, 24*time.Hour, 60*24*time.Hour, 0)},
+		},
 	}}
 }
 

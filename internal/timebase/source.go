@@ -4,10 +4,10 @@
 package timebase
 
 import (
-	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // cheaprand's linkname
 )
 
 // A Clock tells the time. time.Now is the implementation the limiters use
@@ -110,11 +110,21 @@ func (s *Source) Recheck(now int64) (int64, bool) {
 	if s.mode != modeCoarse {
 		return now, false
 	}
-	if s.tick != nil && s.coarse.Load() == s.tick.Load() && rand.Uint32()%recheckEvery != 0 {
+	if s.tick != nil && s.coarse.Load() == s.tick.Load() && cheaprand()%recheckEvery != 0 {
 		return now, false // the ticker's own reading: it ran at its last tick
 	}
 	return s.Refresh(now)
 }
+
+// cheaprand is the runtime's per-thread wyrand: a multiply and an add on
+// the M's own state, about a nanosecond, where math/rand/v2's ChaCha8 takes
+// several (and was most of a coarse denial's cost). Recheck needs a cheap
+// draw, not an unpredictable one: a client cannot see which denial read
+// the clock. The runtime keeps this name for packages that reach it so
+// (go.dev/issue/67401), xsync among them.
+//
+//go:linkname cheaprand runtime.cheaprand
+func cheaprand() uint32
 
 // stalled is how far the coarse reading must lag for a Refresh to raise it.
 const stalled = 2 * int64(CoarseTick)
