@@ -25,60 +25,62 @@ type waiter[K comparable] interface {
 // Wait is Take that waits: it blocks until every policy of s admits a
 // request for n at key, all or nothing, takes it and returns Pass, with out
 // filled as Take fills it (zero on entry), each policy's Outcome.Waited
-// saying how long it made the request wait. It never waits past ctx's
-// deadline, nor longer than maxWait (0: no bound but ctx's; Take is the
-// request that does not wait), both measured on the monotonic clock
-// (time.Now), whatever clock the limiters read, from the first time Wait
-// finds it must wait: a request whose wait cannot end by then fails at
-// once, having taken nothing, with
-// Deny and an error wrapping ErrDeadline, and out holds the denial (Denied
-// names the policies and the wait they need). A request no wait can admit
-// (n above a policy's burst, DenyAll) fails at once with Deny and an error
-// wrapping ErrExceedsBurst (ErrInvalidN for n < 0). If ctx ends first, Wait
-// gives back what it held and returns Gone and ctx.Err() (at is then -1
-// if it ended while Wait slept). Unavailable and Overloaded return as Take
-// returns them, with the limiter's error (Outcome.Err).
+// saying how long it made the request wait. It waits no longer than
+// maxWait (0: no bound of its own; Take is the request that does not
+// wait), counted from the first denial (for a limiter that waits itself,
+// from the call), and never past ctx's deadline, both on the monotonic
+// clock (time.Now), whatever clock the limiters read. A request whose wait
+// cannot end by then fails at once, having taken nothing, with Deny and an
+// error wrapping ErrDeadline that names the policy and its wait; out holds
+// the denial (Denied names the policies and the longest wait). A request
+// no wait admits (n above a policy's burst, DenyAll) fails at once with
+// Deny and an error wrapping ErrExceedsBurst (ErrInvalidN for n < 0). If
+// ctx ends first, Wait gives back what it held and returns Gone and
+// ctx.Err() (at is -1 if it ended while Wait slept). Unavailable and
+// Overloaded return as Take returns them, with the limiter's error.
 //
 // How it waits:
 //
-//   - A lone policy whose limiter waits in order, a *Keyed of a GCRA rule
-//     or any limiter with a method WaitN(ctx, key K, n int) error
-//     (redislimit.Limiter), is waited for in order: the request reserves
-//     its tokens (a *Keyed once it has been denied; ReserveN's
-//     reservation) and sleeps until they are due, so that concurrent
-//     waiters go in the order they reserved. If ctx ends first, a *Keyed's
-//     reservation is cancelled (Reservation.Cancel's rule). A WaitN is
-//     handed ctx, or a context with maxWait's earlier deadline, and its
-//     rules are the limiter's: redislimit's GCRA reserves in Redis, one call per
-//     request; its windows take and retry with a jitter of their own.
+//   - A lone policy whose limiter can queue is waited for in order: a
+//     *Keyed of a GCRA rule, or any limiter with a method WaitN(ctx, key
+//     K, n int) error (redislimit.Limiter). The request reserves its
+//     tokens (on a *Keyed, ReserveN's reservation, once Take has denied
+//     it) and sleeps until they are due, so that concurrent waiters go in
+//     the order they reserved; if ctx ends first, a *Keyed's reservation
+//     is cancelled (Reservation.Cancel's rule), and a *Keyed with a hook
+//     (WithHook) reports the denial and then the reservation. A WaitN is
+//     handed ctx, or a context with maxWait's earlier deadline, and waits
+//     by its limiter's rules: redislimit's GCRA reserves in Redis, one
+//     call per request; its windows take and retry with a jitter of their
+//     own.
 //   - Every other stack (several policies, a window rule in process, a
 //     limiter that does not wait) takes, and after a denial sleeps the
 //     longest wait a violated policy named, then takes again, until
-//     admitted. Waiters are not queued. A wait longer than the time T
-//     that policy's quota gives one token (Quota.Window / Quota.Limit: a
-//     window that opens at an instant, for many at once) gets a jitter
-//     drawn uniformly from [0, min(wait/4, T, 1s)), within the deadline,
-//     so that those told that instant do not all come back at it; a wait
-//     of one token or less (a GCRA bucket's next token) gets none: the
-//     first to come back takes the token, the others are told the next
-//     one's instant. None comes back before its policies can admit it.
+//     admitted. Waiters are not queued. A wait longer than the time T that
+//     policy's quota gives one token (Quota.Window / Quota.Limit: a window
+//     that opens at an instant, for many at once) gets a jitter drawn
+//     uniformly from [0, min(wait/4, T, 1s)), within the deadline, so that
+//     those told that instant do not all come back at it; a wait of one
+//     token or less (a GCRA bucket's next token) gets none: the first to
+//     come back takes the token, the others are told the next one's
+//     instant. None comes back before its policies can admit it.
 //
-// Nothing is held while the request waits: the second way takes from
-// every policy at one instant or gives back; the first reserves on its one
+// Nothing is held while a request waits: the second way takes from every
+// policy at one instant or gives back; the first reserves on its one
 // policy alone. So the request Wait admits is admitted by every policy at
 // the time Wait returns it (the first way: at the time its tokens are
 // due), and a caller that acts at once keeps each policy's bound on the
-// times it acts, as its limiter keeps it on the times it admits. Reserving
-// on one policy while another makes the request wait would not: with
-// burst 1, a token reserved at 0 and the next one at 1s could both be
+// times it acts, as the limiters keep it on the times they admit.
+// Reserving on one policy while another makes the request wait would not:
+// with burst 1, a token reserved at 0 and the next one at 1s could both be
 // used at 1s, when another policy lets the first go.
 //
 // It starts no goroutine. It allocates nothing with in-process limiters,
 // waits included (its timers are reused); a remote limiter's calls
-// allocate what its client allocates, and handing WaitN a deadline
-// earlier than ctx's costs a derived context. An admission that does not
-// wait costs what Take costs: Wait reads no clock of its own then. Report reports what Wait
-// returns as it reports Take's: with the Waited events.
+// allocate what its client allocates, and handing WaitN a deadline earlier
+// than ctx's costs a derived context. A request admitted at once costs
+// what Take costs: Wait reads no clock of its own then. Report reports
+// what Wait returns as it reports Take's, with the Waited events.
 func (s *Stack[K]) Wait(ctx context.Context, key K, n int, maxWait time.Duration, out []Outcome) (res Result, at int, err error) {
 	return s.wait(ctx, key, n, maxWait, out, nil)
 }
