@@ -240,7 +240,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 			}
 		} else if r := k.ruleOf(c); r.word != nil {
 			// One word: the one CompareAndSwap loop on the cell's word.
-			_, ok = algo.AdmitWord(&c.word, r.word, now, n)
+			_, ok = algo.AdmitWordAt(&c.word, r.word, r.grid.At(now), n)
 		} else if r.one != nil {
 			_, ok = r.one.Admit(k.cells.state(c), now, n)
 		} else {

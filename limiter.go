@@ -183,7 +183,7 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) bool {
 	case r.gcra: // Unlimited
 		return n >= 0 // writes nothing
 	case r.word != nil:
-		_, ok := algo.AdmitWord(&l.cell.word, r.word, now, n)
+		_, ok := algo.AdmitWordAt(&l.cell.word, r.word, r.grid.At(now), n)
 		return ok
 	}
 	for {

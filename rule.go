@@ -118,6 +118,7 @@ type rule struct {
 	g    gcra.Params    // the GCRA band's parameters, when gcra
 	gcra bool           // one band, GCRA: the fast path applies
 	word algo.WordRule  // one band of one word: decided on it directly
+	grid algo.Grid      // word's Grid: its time prepared without a dynamic call
 	one  algo.Algorithm // one band: decided without the set's loops
 	set  *algo.Set
 	spec Rule
@@ -152,7 +153,9 @@ func newRule(spec Rule, src *timebase.Source, start int64) (*rule, error) {
 		if p := algo.Params(a); p != nil {
 			r.g, r.gcra = *p, true
 		}
-		r.word, _ = algo.WordOf(a)
+		if r.word, _ = algo.WordOf(a); r.word != nil {
+			r.grid = r.word.Grid()
+		}
 		r.one = a
 	}
 	r.q = r.describe()

@@ -549,7 +549,11 @@ func TestBandsKeyedEvictionRace(t *testing.T) {
 				if evict == "sweep" {
 					continue
 				}
-				require.True(t, k.RetireKey(key, k.Nanos(clk.Now())), "key %d idle", key)
+				// False when the hammer retired the key last and no request
+				// replaced its cell since: retired already. Either way the
+				// request below meets a retired cell and replaces it, which
+				// the count of cells created checks.
+				k.RetireKey(key, k.Nanos(clk.Now()))
 			}
 			if evict == "sweep" {
 				require.Equal(t, st.Keys, k.SweepAt(clk.Now()))

@@ -9,8 +9,11 @@ import (
 // GCRA is gcra.Params as a WordRule: the state is the TAT.
 type GCRA struct{ P gcra.Params }
 
-func (g *GCRA) Admit(state uint64, now int64, n int) (uint64, bool) {
-	next, ok := g.P.Admit(int64(state), now, n)
+// Grid: GCRA reads the time alone.
+func (g *GCRA) Grid() Grid { return Grid{} }
+
+func (g *GCRA) AdmitAt(state uint64, m Moment, n int) (uint64, bool) {
+	next, ok := g.P.Admit(int64(state), m.Now, n)
 	return uint64(next), ok
 }
 

@@ -24,7 +24,10 @@ var ErrLogNotLast = errors.New("atomiclimit: an algorithm that cannot refund (th
 //
 // An admission first checks every band with loads only (Admits); a request
 // any band denies writes nothing. Then it takes the request from each band in
-// turn. If a band that passed the check denies now (another goroutine took
+// turn: a one-word band by one CompareAndSwap from the word its check loaded
+// to the word its check decided, if the word has not changed since (the
+// check's decision is then the band's admission), else by its loop. If a
+// band that passed the check denies now (another goroutine took
 // its last quota in between), the bands already taken from are given back,
 // last first, and the request is denied. A give-back never creates quota
 // (each algorithm's Refund says why, and Stripe), and a band that cannot
@@ -50,6 +53,7 @@ type Set struct {
 	algs []Algorithm
 	off  []int      // off[i]: the index of band i's first word in the state
 	rule []WordRule // rule[i]: band i's WordRule if it has one word, else nil
+	grid []Grid     // grid[i]: its Grid
 	size int
 }
 
@@ -59,11 +63,13 @@ func NewSet(clk Clock, algs ...Algorithm) (*Set, error) {
 	if len(algs) == 0 || len(algs) > MaxBands {
 		return nil, fmt.Errorf("atomiclimit: %d bands (1 to %d)", len(algs), MaxBands)
 	}
-	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs))}
+	s := &Set{clk: clk, algs: algs, off: make([]int, len(algs)), rule: make([]WordRule, len(algs)), grid: make([]Grid, len(algs))}
 	for i, a := range algs {
 		// A one-word band is decided here on its word with its WordRule:
 		// one dynamic call per decision, not two.
-		s.rule[i], _ = WordOf(a)
+		if w, ok := a.(word); ok {
+			s.rule[i], s.grid[i] = w.r, w.g
+		}
 		if !a.Refunds() && i != len(algs)-1 {
 			return nil, fmt.Errorf("%w: band %d of %d (%s)", ErrLogNotLast, i, len(algs), a.Quota().String)
 		}
@@ -120,40 +126,85 @@ func (s *Set) Admit(st State, now int64, n int) bool {
 	if len(s.algs) == 1 {
 		return s.admitOne(st, now, n)
 	}
-	for i := range s.algs {
-		if !s.admits(st, i, now, n) {
-			return false // nothing written
-		}
+	var pl plan
+	if !s.check(st, now, n, &pl) {
+		return false // nothing written
 	}
-	return s.takeAll(st, now, n)
+	return s.takeAll(st, now, n, &pl)
 }
 
-// admits reports whether band i would admit n at now. Loads only.
-func (s *Set) admits(st State, i int, now int64, n int) bool {
-	if r := s.rule[i]; r != nil {
-		_, ok := r.Admit(s.word(st, i).Load(), now, n)
-		return ok
+// A plan is an admission's check, kept for its take: for each one-word
+// band the word the check loaded (old) and the word it decided to store
+// (next), and for a GCRA band the stripe's counters, read before that
+// load (see Stripe).
+type plan struct {
+	old, next [MaxBands]uint64
+	epoch     [MaxBands]Epoch
+	checked   bool // old and next hold the check's words
+}
+
+// check is an admission's first phase: every band decides n at now with
+// loads only, and the first that denies ends it. It fills pl for the take.
+func (s *Set) check(st State, now int64, n int, pl *plan) bool {
+	for i, r := range s.rule {
+		if r == nil {
+			if !s.algs[i].Admits(s.Sub(st, i), now, n) {
+				return false
+			}
+			continue
+		}
+		w := s.word(st, i)
+		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
+		pl.old[i] = w.Load()
+		var ok bool
+		if pl.next[i], ok = r.AdmitAt(pl.old[i], s.grid[i].At(now), n); !ok {
+			return false
+		}
 	}
-	return s.algs[i].Admits(s.Sub(st, i), now, n)
+	pl.checked = true
+	return true
 }
 
 // admitOne admits n at now on a set of one band.
 func (s *Set) admitOne(st State, now int64, n int) bool {
 	if r := s.rule[0]; r != nil {
-		_, ok := AdmitWord(st.Word, r, now, n)
+		_, ok := AdmitWordAt(st.Word, r, s.grid[0].At(now), n)
 		return ok
 	}
 	_, ok := s.algs[0].Admit(st, now, n)
 	return ok
 }
 
-// take admits n at now on band i and returns what its Refund needs.
-func (s *Set) take(st State, i int, now int64, n int) (Taken, bool) {
+// take admits n at now on band i as pl planned, and returns what its
+// Refund needs.
+func (s *Set) take(st State, i int, now int64, n int, pl *plan) (Taken, bool) {
 	if r := s.rule[i]; r != nil {
 		w := s.word(st, i)
-		ep := epochFor(w, r)
-		stored, ok := AdmitWord(w, r, now, n)
-		return Taken{Word: stored, At: now, Epoch: ep}, ok
+		t := Taken{At: now, Epoch: pl.epoch[i]}
+		if pl.checked {
+			old, next := pl.old[i], pl.next[i]
+			if next == old {
+				t.Word = old
+				return t, true // n = 0: nothing to store
+			}
+			// If the word is still the one the check loaded, the check's
+			// decision is the band's admission and this CompareAndSwap its
+			// linearisation point, as in AdmitWordAt. The bands'
+			// CompareAndSwaps follow each other with no decision between
+			// them: the words of a state share a cache line, which the
+			// first brings in for the others.
+			if w.CompareAndSwap(old, next) {
+				t.Word = next
+				return t, true
+			}
+		} else {
+			t.Epoch = epochFor(w, r)
+		}
+		// The word changed since the check: its loop decides again on the
+		// word as it is.
+		stored, ok := AdmitWordAt(w, r, s.grid[i].At(now), n)
+		t.Word = stored
+		return t, ok
 	}
 	if t, ok := s.algs[i].(Taker); ok {
 		d, tk := t.Take(s.Sub(st, i), now, n)
@@ -171,12 +222,12 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 	return st.Word
 }
 
-// takeAll takes n from every band in order; if one denies, it gives back
-// the bands before it, last first.
-func (s *Set) takeAll(st State, now int64, n int) bool {
+// takeAll takes n from every band in order, as pl planned; if one denies,
+// it gives back the bands before it, last first.
+func (s *Set) takeAll(st State, now int64, n int, pl *plan) bool {
 	var taken [MaxBands]Taken
 	for i := range s.algs {
-		t, ok := s.take(st, i, now, n)
+		t, ok := s.take(st, i, now, n, pl)
 		if !ok {
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
@@ -198,15 +249,10 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 	if len(s.algs) == 1 {
 		return s.algs[0].Decide(st, now, n, peek), 0
 	}
-	ok := true
-	for i := range s.algs {
-		if !s.admits(st, i, now, n) {
-			ok = false
-			break
-		}
-	}
+	var pl plan
+	ok := s.check(st, now, n, &pl)
 	if ok && !peek {
-		ok = s.takeAll(st, now, n)
+		ok = s.takeAll(st, now, n, &pl)
 	}
 	d.Allowed = ok
 	d.Remaining = int(^uint(0) >> 1)
@@ -242,7 +288,7 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 func (s *Set) Take(st State, now int64, n int) (gcra.Decision, Taken) {
 	if len(s.algs) == 1 {
 		if r := s.rule[0]; r != nil {
-			return TakeWord(st.Word, r, now, n)
+			return TakeWordAt(st.Word, r, s.grid[0].At(now), n)
 		}
 		if t, ok := s.algs[0].(Taker); ok {
 			return t.Take(st, now, n)

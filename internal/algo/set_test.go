@@ -317,22 +317,22 @@ type zeroClock struct{}
 
 func (zeroClock) Now() int64 { return 0 }
 
-// interposed is a band's WordRule that, on its second decision (the set
-// checks every band, then takes), first lets another request through: the
-// interleaving in which a request passes every band's check, takes from the
-// first band, and finds the second band's last token taken by another
-// request that also took from the first band after it.
+// interposed is a band's WordRule that, on its first decision, first lets
+// another request through. Run by TakeAll (a take whose check passed, every
+// band taken by its loop), that is the interleaving in which a request
+// takes from the first band and finds the second band's last token taken
+// by another request that also took from the first band after it.
 type interposed struct {
 	algo.WordRule
 	calls int
 	other func()
 }
 
-func (r *interposed) Admit(state uint64, now int64, n int) (uint64, bool) {
-	if r.calls++; r.calls == 2 {
+func (r *interposed) AdmitAt(state uint64, m algo.Moment, n int) (uint64, bool) {
+	if r.calls++; r.calls == 1 {
 		r.other()
 	}
-	return r.WordRule.Admit(state, now, n)
+	return r.WordRule.AdmitAt(state, m, n)
 }
 
 // A request that the second band denies at its take gives back what the
@@ -348,7 +348,29 @@ func TestSetGivesBackPastALaterAdmission(t *testing.T) {
 	fixed.other = func() {
 		require.True(t, other.Admit(ss.st, 0, 1), "the other request takes from both bands")
 	}
-	require.False(t, ss.set.Admit(ss.st, 0, 1), "the second band's token went to the other request")
+	require.False(t, ss.set.TakeAll(ss.st, 0, 1), "the second band's token went to the other request")
 	d := ss.set.Band(0).Decide(ss.set.Sub(ss.st, 0), 0, 0, true)
 	assert.Equal(t, 9, d.Remaining, "the first band holds the other request's token only")
+}
+
+// A band's take stores the word its check decided only if the word is still
+// the one the check loaded: when another request changed both bands in
+// between (here, during the check of the second band, after its load),
+// each band decides again on the word as it is, and both requests are
+// counted in both.
+func TestSetTakesAfterTheWordsChanged(t *testing.T) {
+	p, err := window.NewFixedParams(2, time.Hour, 0)
+	require.NoError(t, err)
+	fixed := &interposed{WordRule: &p}
+	ss := newSetState(t, gcraBand(t, gcra.Every(time.Second), 10), algo.Word(fixed))
+	other, err := algo.NewSet(zeroClock{}, gcraBand(t, gcra.Every(time.Second), 10), window.FixedAlgorithm(p))
+	require.NoError(t, err)
+	fixed.other = func() {
+		require.True(t, other.Admit(ss.st, 0, 1), "the other request takes from both bands")
+	}
+	require.True(t, ss.set.Admit(ss.st, 0, 1), "one token is left in each band for this request")
+	for i, want := range []int{8, 0} {
+		d := ss.set.Band(i).Decide(ss.set.Sub(ss.st, i), 0, 0, true)
+		assert.Equal(t, want, d.Remaining, "band %d counts both requests", i)
+	}
 }

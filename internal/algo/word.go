@@ -10,10 +10,23 @@ import (
 // decision (no atomics, no clock) that Word wraps in the shared
 // CompareAndSwap loop. GCRA, the fixed windows and the sliding counter are
 // WordRules.
+//
+// An admission is decided in two parts: Grid().At(now), what depends on
+// the time alone (a division, for the windows), once per request and
+// before the loop loads the word; then AdmitAt, what depends on the state,
+// between the load and the CompareAndSwap. The shorter that stretch, the
+// less often another core's store lands in it on a contended word, and the
+// less each retry costs: AdmitAt does no division, as GCRA's decision does
+// none. The Grid is fixed for the rule, so callers keep it beside the rule
+// and prepare the time without a dynamic call.
 type WordRule interface {
-	// Admit decides n at now on state: the state to store and whether it is
-	// admitted. Denied, or n = 0: next == state (nothing to store).
-	Admit(state uint64, now int64, n int) (next uint64, ok bool)
+	// Grid returns how the rule reads the time.
+	Grid() Grid
+	// AdmitAt decides n at the prepared time m on state: the state to
+	// store and whether it is admitted. Denied, or n = 0: next == state
+	// (nothing to store). AdmitAt(state, Grid().At(now), n) is the
+	// decision Decide(state, now, n) makes.
+	AdmitAt(state uint64, m Moment, n int) (next uint64, ok bool)
 	// Decide is Admit with the whole decision, describing next.
 	Decide(state uint64, now int64, n int) (next uint64, d gcra.Decision)
 	// Refund takes back the n of the admission taken from state, at now
@@ -30,22 +43,51 @@ type WordRule interface {
 	Quota() Quota
 }
 
-// word is a WordRule as an Algorithm: the one CompareAndSwap loop.
-type word struct{ r WordRule }
+// A Grid is how a WordRule reads the time: in windows of Period ns from
+// Start (times before Start count as Start), or, with Period 0, as the time
+// alone (GCRA, the anchored window).
+type Grid struct{ Start, Period int64 }
+
+// A Moment is a time prepared by a Grid: the time, and for windows the
+// window it falls in and its position in that window.
+type Moment struct {
+	Now   int64
+	Index uint64 // the window Now falls in
+	Pos   int64  // Now's position in that window
+}
+
+// At prepares now: one division for windows, none for the time alone.
+func (g Grid) At(now int64) Moment {
+	if g.Period == 0 {
+		return Moment{Now: now}
+	}
+	d := uint64(max(now-g.Start, 0))
+	w := d / uint64(g.Period)
+	return Moment{Now: now, Index: w, Pos: int64(d - w*uint64(g.Period))}
+}
+
+// word is a WordRule as an Algorithm: the one CompareAndSwap loop, with the
+// rule's Grid kept beside it.
+type word struct {
+	r WordRule
+	g Grid
+}
 
 // Word returns r as an Algorithm on a one-word State.
-func Word(r WordRule) Algorithm { return word{r} }
+func Word(r WordRule) Algorithm { return word{r, r.Grid()} }
 
 func (w word) Words() int { return 1 }
 
 func (w word) Init(s State, floor uint64) { s.Word.Store(floor) }
 
 func (w word) Admits(s State, now int64, n int) bool {
-	_, ok := w.r.Admit(s.Word.Load(), now, n)
+	_, ok := w.r.AdmitAt(s.Word.Load(), w.g.At(now), n)
 	return ok
 }
 
-func (w word) Admit(s State, now int64, n int) (uint64, bool) { return AdmitWord(s.Word, w.r, now, n) }
+func (w word) Admit(s State, now int64, n int) (uint64, bool) {
+	return AdmitWordAt(s.Word, w.r, w.g.At(now), n)
+}
 
 // AdmitWord is the CompareAndSwap loop of every one-word rule: it decides n
 // at now on *p under r and stores the admission. It returns the word stored
@@ -54,9 +96,19 @@ func (w word) Admit(s State, now int64, n int) (uint64, bool) { return AdmitWord
 // dynamic call, inlined: TestFastPathInlines), which TestBucketDecidesAsWord
 // holds to this one.
 func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
+	return AdmitWordAt(p, r, r.Grid().At(now), n)
+}
+
+// AdmitWordAt is AdmitWord at a time r's Grid prepared: callers that keep
+// the Grid beside the rule (the limiters, a Set, Word) prepare it without
+// a dynamic call.
+func AdmitWordAt(p *atomic.Uint64, r WordRule, m Moment, n int) (uint64, bool) {
 	for {
+		// First the time's part (m, before the loop), then the load: between
+		// the load and the CompareAndSwap only AdmitAt's shifts, compares
+		// and multiplies.
 		old := p.Load()
-		next, ok := r.Admit(old, now, n)
+		next, ok := r.AdmitAt(old, m, n)
 		if !ok || next == old {
 			return next, ok // a denial (or a peek) stores nothing
 		}
@@ -65,9 +117,10 @@ func AdmitWord(p *atomic.Uint64, r WordRule, now int64, n int) (uint64, bool) {
 		if p.CompareAndSwap(old, next) {
 			return next, true
 		}
-		// Lost a race: decide again on the winner's state. Every WordRule
-		// takes max(state, now) in its own terms, so a now that went stale
-		// meanwhile can only make the retry stricter, never rewind the state.
+		// Lost a race: decide again on the winner's state, at the same m.
+		// Every WordRule takes max(state, now) in its own terms, so a time
+		// that went stale meanwhile can only make the retry stricter, never
+		// rewind the state.
 	}
 }
 
@@ -76,12 +129,12 @@ func (w word) Decide(s State, now int64, n int, peek bool) gcra.Decision {
 		_, d := w.r.Decide(s.Word.Load(), now, n)
 		return d
 	}
-	d, _ := TakeWord(s.Word, w.r, now, n)
+	d, _ := TakeWordAt(s.Word, w.r, w.g.At(now), n)
 	return d
 }
 
 func (w word) Take(s State, now int64, n int) (gcra.Decision, Taken) {
-	return TakeWord(s.Word, w.r, now, n)
+	return TakeWordAt(s.Word, w.r, w.g.At(now), n)
 }
 
 // TakeWord is AdmitWord with the whole decision: it decides n at now on the
@@ -89,16 +142,28 @@ func (w word) Take(s State, now int64, n int) (gcra.Decision, Taken) {
 // and what Refund needs, the zero Taken if it stored nothing (a denial, a
 // peek, Unlimited).
 func TakeWord(p *atomic.Uint64, r WordRule, now int64, n int) (gcra.Decision, Taken) {
+	return TakeWordAt(p, r, r.Grid().At(now), n)
+}
+
+// TakeWordAt is TakeWord at a time r's Grid prepared (m.Now is the time).
+func TakeWordAt(p *atomic.Uint64, r WordRule, m Moment, n int) (gcra.Decision, Taken) {
 	ep := epochFor(p, r)
+	now := m.Now
 	for {
+		// As in AdmitWordAt: between the load and the CompareAndSwap only
+		// AdmitAt. The decision is described from the state loaded, after
+		// the CompareAndSwap for an admission: Decide is a pure function of
+		// (old, now, n), and decides as AdmitAt did.
 		old := p.Load()
-		next, d := r.Decide(old, now, n)
-		if !d.Allowed || next == old {
-			return d, Taken{}
+		next, ok := r.AdmitAt(old, m, n)
+		if !ok || next == old {
+			_, d := r.Decide(old, now, n)
+			return d, Taken{} // a denial (or a peek) stores nothing
 		}
 		// As in AdmitWord: the CompareAndSwap is the linearisation point,
 		// and a lost race decides again on the winner's state.
 		if p.CompareAndSwap(old, next) {
+			_, d := r.Decide(old, now, n)
 			return d, Taken{Word: next, At: now, Epoch: ep}
 		}
 	}

@@ -105,6 +105,9 @@ func (p *AnchoredParams) current(state uint64, now int64) (f, c uint64) {
 	return max(f, p.units(now)), 0
 }
 
+// Grid: the anchored window reads the time alone.
+func (p *AnchoredParams) Grid() algo.Grid { return algo.Grid{} }
+
 func clampNow(now int64) int64 { return min(max(now, 0), int64(gcra.MaxNow)) }
 
 // Admit decides a request for n events at now against the stored state. It
@@ -115,13 +118,18 @@ func clampNow(now int64) int64 { return min(max(now, 0), int64(gcra.MaxNow)) }
 //	(A, c) = current window and count   (see above)
 //	admit ⇔ c + n ≤ N;   next = (A, c + n)
 func (p *AnchoredParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
+	return p.AdmitAt(state, p.Grid().At(now), n)
+}
+
+// AdmitAt is Admit at a time At prepared.
+func (p *AnchoredParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint64, ok bool) {
 	if n == 0 {
 		return state, state != Retired
 	}
 	if uint64(int64(n)-1) >= p.limit || state == Retired {
 		return state, false
 	}
-	f, c := p.current(state, clampNow(now))
+	f, c := p.current(state, clampNow(m.Now))
 	if c+uint64(n) > p.limit {
 		return state, false
 	}

@@ -57,12 +57,18 @@ type view struct {
 	prev, cur  uint64
 }
 
-// at reads state at now. A stale now, in a window before the stored one, is
-// read at the start of the stored window, where the estimate is highest:
-// stricter, and the stored index never moves back.
-func (p *CounterParams) at(state uint64, now int64) view {
-	now = max(now, p.start)
-	w := p.index(now)
+// at reads state at now: see view.
+func (p *CounterParams) at(state uint64, now int64) view { return p.view(state, p.Grid().At(now)) }
+
+// Grid: windows of the period from start. Its At is now's window and the
+// position in it (0 before start), the one division of the decision.
+func (p *CounterParams) Grid() algo.Grid { return algo.Grid{Start: p.start, Period: p.period} }
+
+// view reads state at the time m. A stale time, in a window before the
+// stored one, is read at the start of the stored window, where the
+// estimate is highest: stricter, and the stored index never moves back.
+func (p *CounterParams) view(state uint64, m algo.Moment) view {
+	w, pos := m.Index, m.Pos
 	sw := state >> (2 * p.shift)
 	prev, cur := state>>p.shift&p.mask, state&p.mask
 	switch {
@@ -72,15 +78,9 @@ func (p *CounterParams) at(state uint64, now int64) view {
 	case w > sw+1:
 		prev, cur = 0, 0
 	default: // w < sw: stale now
-		w = sw
-		now = p.start + int64(w)*p.period
+		w, pos = sw, 0
 	}
-	s := p.start + int64(w)*p.period
-	return view{w: w, start: s, pos: now - s, prev: prev, cur: cur}
-}
-
-func (p *CounterParams) pack(v view) uint64 {
-	return v.w<<(2*p.shift) | v.prev<<p.shift | v.cur
+	return view{w: w, start: p.start + int64(w)*p.period, pos: pos, prev: prev, cur: cur}
 }
 
 // fits reports whether n more events fit v: cur + n ≤ N and
@@ -98,15 +98,40 @@ func (p *CounterParams) fits(v view, n uint64) bool {
 // returns the state to store (state itself when denied: a denial writes
 // nothing) and whether it is admitted.
 func (p *CounterParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
+	return p.AdmitAt(state, p.Grid().At(now), n)
+}
+
+// AdmitAt is Admit at a time At prepared: view and fits written out, with
+// the common case (the stored window is now's) first: shifts, compares and
+// two 64×64 multiplies, no division and no call, for the short stretch
+// between a loop's load and its CompareAndSwap (algo.WordRule).
+func (p *CounterParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint64, ok bool) {
 	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
 		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
-	v := p.at(state, now)
-	if !p.fits(v, uint64(n)) {
+	w, pos := m.Index, m.Pos
+	prev, cur := state>>p.shift&p.mask, state&p.mask
+	if sw := state >> (2 * p.shift); w != sw {
+		switch { // as view
+		case w == sw+1:
+			prev, cur = cur, 0
+		case w > sw+1:
+			prev, cur = 0, 0
+		default: // w < sw: stale now, read at the start of the stored window
+			w, pos = sw, 0
+		}
+	}
+	// As fits: cur + n ≤ N and prev·(W − pos) ≤ (N − cur − n)·W.
+	c := cur + uint64(n)
+	if c > p.limit {
 		return state, false
 	}
-	v.cur += uint64(n)
-	return p.pack(v), true
+	h1, l1 := bits.Mul64(prev, uint64(p.period-pos))
+	h2, l2 := bits.Mul64(p.limit-c, uint64(p.period))
+	if h1 > h2 || h1 == h2 && l1 > l2 {
+		return state, false
+	}
+	return w<<(2*p.shift) | prev<<p.shift | c, true
 }
 
 // Decide is Admit with the whole decision:

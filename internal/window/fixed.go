@@ -108,17 +108,26 @@ func (p *grid) index(now int64) uint64 {
 func (p *FixedParams) end(w uint64) int64 { return p.start + int64(w+1)*p.period }
 
 // current returns the window a request at now is counted in and that
-// window's count: the later of now's window and the stored one. A stale now
-// (a caller preempted between reading the clock and deciding) whose window
+// window's count: see currentAt.
+func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
+	return p.currentAt(state, p.index(now))
+}
+
+// currentAt returns the window a request in window w is counted in and
+// that window's count: the later of w and the stored one. A stale now (a
+// caller preempted between reading the clock and deciding) whose window
 // has already been replaced is counted in the stored, newer window: that
 // only makes it stricter, and the index in the state never moves back.
-func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
-	w, sw := p.index(now), state>>p.shift
-	if w > sw {
-		return w, 0 // a new window: the whole quota again
+func (p *FixedParams) currentAt(state, w uint64) (uint64, uint64) {
+	if sw := state >> p.shift; w <= sw {
+		return sw, state & p.mask
 	}
-	return sw, state & p.mask
+	return w, 0 // a new window: the whole quota again
 }
+
+// Grid: windows of the period from start. Its At is now's window, the one
+// division of the decision (index).
+func (p *FixedParams) Grid() algo.Grid { return algo.Grid{Start: p.start, Period: p.period} }
 
 // Admit decides a request for n events at now against the stored state. It
 // returns the state to store and whether the request is admitted; when it is
@@ -134,10 +143,15 @@ func (p *FixedParams) current(state uint64, now int64) (w, count uint64) {
 // newer window the cell already holds: the window of the decision, which a
 // caller preempted across a boundary reaches only after it.
 func (p *FixedParams) Admit(state uint64, now int64, n int) (next uint64, ok bool) {
+	return p.AdmitAt(state, p.Grid().At(now), n)
+}
+
+// AdmitAt is Admit at a time At prepared: shifts and compares only.
+func (p *FixedParams) AdmitAt(state uint64, m algo.Moment, n int) (next uint64, ok bool) {
 	if uint64(int64(n)-1) >= p.limit { // n < 1 (wraps) or n > N
 		return state, n == 0 // n = 0: a peek, admitted, consumes nothing
 	}
-	w, c := p.current(state, now)
+	w, c := p.currentAt(state, m.Index)
 	if c+uint64(n) > p.limit {
 		return state, false
 	}

@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -105,7 +106,10 @@ const retiredSlot = ^uint64(0)
 //
 // Slot k mod N holds admission k's expiry u (bits 62..0) and the parity of
 // its lap (bit 63); head counts the admissions, lagging the admissions
-// written by at most one. Admission k, at now:
+// written by at most one. It holds the count k as ⌊k/N⌋ and k mod N side by
+// side (see logHead), so that the slot of admission k and the parity of its
+// lap are a mask and a shift, not a division, between the load of head and
+// the CompareAndSwap of the slot. Admission k, at now:
 //
 //  1. load head (= k), the predecessor slot (k−1) mod N and slot k mod N,
 //     then head again; retry if it moved. While head == k, the admissions
@@ -136,6 +140,40 @@ const retiredSlot = ^uint64(0)
 type LogRing struct {
 	head  *atomic.Uint64  // nil only in the zero LogRing
 	slots []atomic.Uint64 // N slots; the zero slot is expired at time 0
+}
+
+// A logHead is the head's word: the count k of admissions as the turn
+// ⌊k/N⌋ in its high bits and the slot k mod N in its low b bits, b the
+// width of N−1 (0 for N = 1, where the head is k itself). The packed word
+// orders as k does and moves forward at every admission: it never holds
+// the same value twice (it would wrap only after 2^63 admissions), so a
+// head loaded twice with one value has not moved in between, as the
+// protocol needs. The zero head is k = 0.
+type logHead uint64
+
+// headBits returns b for a ring of n ≥ 1 slots.
+func headBits(n uint64) uint { return uint(bits.Len64(n - 1)) }
+
+// slot returns k mod N.
+func (h logHead) slot(b uint) uint64 { return uint64(h) & (1<<b - 1) }
+
+// lap returns the parity of the lap of admission k, ⌊k/N⌋ + 1, in bit 63.
+func (h logHead) lap(b uint) uint64 { return (uint64(h)>>b + 1) << 63 }
+
+// next returns the head of k + 1.
+func (h logHead) next(b uint, n uint64) logHead {
+	if h.slot(b)+1 < n {
+		return h + 1
+	}
+	return logHead((uint64(h)>>b + 1) << b) // the next turn, slot 0
+}
+
+// back returns (k − 1) mod N, the slot of the admission before k.
+func (h logHead) back(b uint, n uint64) uint64 {
+	if i := h.slot(b); i > 0 {
+		return i - 1
+	}
+	return n - 1
 }
 
 // NewLogRing returns a ring for p on words of its own.
@@ -170,22 +208,22 @@ func (l *LogRing) admit(p *LogParams, now int64, peek bool) (ok bool, u, oldest 
 	if n == 0 {
 		return false, 0, math.MaxInt64 // the zero ring: deny, write nothing
 	}
+	b := headBits(n)
 	for {
-		k := l.head.Load()
-		i, j := k%n, (k+n-1)%n
-		lap := (k/n + 1) << 63 // parity of k's lap, in bit 63
+		k := logHead(l.head.Load())
+		i, lap := k.slot(b), k.lap(b)
 		// First the predecessor, then the slot, then head again: both loads
 		// fall inside a stretch where head == k.
-		latest := l.slots[j].Load()
+		latest := l.slots[k.back(b, n)].Load()
 		cur := l.slots[i].Load()
-		if l.head.Load() != k {
+		if logHead(l.head.Load()) != k {
 			continue
 		}
 		if cur == retiredSlot {
 			return false, int64(latest &^ lapBit), int64(gcra.MaxNow) // retired: deny, write nothing
 		}
 		if cur&lapBit == lap {
-			l.head.CompareAndSwap(k, k+1) // admission k is written: help
+			l.head.CompareAndSwap(uint64(k), uint64(k.next(b, n))) // admission k is written: help
 			continue
 		}
 		oldest = int64(cur &^ lapBit)
@@ -193,8 +231,10 @@ func (l *LogRing) admit(p *LogParams, now int64, peek bool) (ok bool, u, oldest 
 		if !ok || peek {
 			return ok, max(u, int64(latest&^lapBit)), oldest
 		}
+		// The slot's CompareAndSwap is admission k's linearization point
+		// (see LogRing); then head moves on.
 		if l.slots[i].CompareAndSwap(cur, lap|uint64(u)) {
-			l.head.CompareAndSwap(k, k+1) // fails only if someone helped
+			l.head.CompareAndSwap(uint64(k), uint64(k.next(b, n))) // fails only if someone helped
 			return true, u, oldest
 		}
 	}
@@ -214,11 +254,12 @@ func (l *LogRing) State(p *LogParams, now int64) gcra.Decision {
 	if n == 0 {
 		return zeroRingState
 	}
-	k := l.head.Load()
-	latest := int64(l.slots[(k+n-1)%n].Load() &^ lapBit)
+	b := headBits(n)
+	k := logHead(l.head.Load())
+	latest := int64(l.slots[k.back(b, n)].Load() &^ lapBit)
 	d := gcra.Decision{Remaining: l.expired(now), ResetAfter: time.Duration(max(latest-now, 0))}
 	if d.Remaining == 0 {
-		d.TokenAfter = time.Duration(max(int64(l.slots[k%n].Load()&^lapBit)-now, 0))
+		d.TokenAfter = time.Duration(max(int64(l.slots[k.slot(b)].Load()&^lapBit)-now, 0))
 	}
 	return d
 }
@@ -261,9 +302,10 @@ func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
 		d.RetryAfter = time.Duration(oldest - now)
 	}
 	n := uint64(len(l.slots))
-	k := l.head.Load()
+	b := headBits(n)
+	k := logHead(l.head.Load())
 	d.Remaining = l.expired(now)
-	next := int64(l.slots[k%n].Load() &^ lapBit) // the oldest admission: the next to leave
+	next := int64(l.slots[k.slot(b)].Load() &^ lapBit) // the oldest admission: the next to leave
 	if ok && peek {
 		// A peek describes the ring after its hypothetical admission, as the
 		// Decide that follows leaves it (and as every other algorithm
@@ -275,7 +317,7 @@ func (l *LogRing) decide(p *LogParams, now int64, peek bool) gcra.Decision {
 		if n == 1 {
 			next = u
 		} else {
-			next = int64(l.slots[(k+1)%n].Load() &^ lapBit)
+			next = int64(l.slots[k.next(b, n).slot(b)].Load() &^ lapBit)
 		}
 	}
 	if d.Remaining == 0 {
@@ -293,11 +335,17 @@ var zeroRingState = gcra.Decision{TokenAfter: gcra.Never}
 // along it): the ring's N admissions from head−N to head−1.
 func (l *LogRing) expired(now int64) int {
 	n := uint64(len(l.slots))
-	k := l.head.Load()
-	lo, hi := uint64(0), n // count of expired among the oldest-first order
+	// The oldest admission's slot, then the count of expired slots among
+	// the oldest-first order.
+	k := logHead(l.head.Load()).slot(headBits(n))
+	lo, hi := uint64(0), n
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if int64(l.slots[(k+mid)%n].Load()&^lapBit) <= now {
+		i := k + mid // (k + mid) mod N: k, mid < N
+		if i >= n {
+			i -= n
+		}
+		if int64(l.slots[i].Load()&^lapBit) <= now {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -306,7 +354,7 @@ func (l *LogRing) expired(now int64) int {
 	return int(lo)
 }
 
-// idle returns the head k, the value of the slot admission k would write
+// idle returns the head k (as logHead packs it), the value of the slot admission k would write
 // (u[k−N], or retiredSlot) for retireFrom, the latest expiry u[k−1] (when
 // the ring becomes idle, and the floor a replacement must start from), and
 // whether the ring is idle at now: not retired, and its latest admission
@@ -317,15 +365,17 @@ func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
 	if n == 0 {
 		return 0, retiredSlot, 0, false // the zero ring holds nothing to retire
 	}
+	b := headBits(n)
 	for {
-		k = l.head.Load()
-		lat := l.slots[(k+n-1)%n].Load()
-		cur = l.slots[k%n].Load()
+		h := logHead(l.head.Load())
+		k = uint64(h)
+		lat := l.slots[h.back(b, n)].Load()
+		cur = l.slots[h.slot(b)].Load()
 		if l.head.Load() != k {
 			continue
 		}
-		if cur != retiredSlot && cur&lapBit == (k/n+1)<<63 {
-			l.head.CompareAndSwap(k, k+1) // admission k is written: help
+		if cur != retiredSlot && cur&lapBit == h.lap(b) {
+			l.head.CompareAndSwap(k, uint64(h.next(b, n))) // admission k is written: help
 			continue
 		}
 		latest = int64(lat &^ lapBit)
@@ -339,7 +389,8 @@ func (l *LogRing) idle(now int64) (k, cur uint64, latest int64, ok bool) {
 // this one fails, or it meets retiredSlot and denies. So every admission
 // the caller of idle did not see is denied.
 func (l *LogRing) retireFrom(k, cur uint64) bool {
-	return cur != retiredSlot && l.slots[k%uint64(len(l.slots))].CompareAndSwap(cur, retiredSlot)
+	i := logHead(k).slot(headBits(uint64(len(l.slots))))
+	return cur != retiredSlot && l.slots[i].CompareAndSwap(cur, retiredSlot)
 }
 
 // isRetired reports whether the ring has been retired.
@@ -347,7 +398,8 @@ func (l *LogRing) isRetired() bool {
 	if len(l.slots) == 0 {
 		return false
 	}
-	return l.slots[l.head.Load()%uint64(len(l.slots))].Load() == retiredSlot
+	i := logHead(l.head.Load()).slot(headBits(uint64(len(l.slots))))
+	return l.slots[i].Load() == retiredSlot
 }
 
 // Len returns N, the number of slots.

@@ -52,6 +52,10 @@ const maxRollingSlices = 1024
 //  2. Decide on the counts of the slices (s−K, s]: c for h, 0 for the
 //     slices in (h, s), the ring slots below h. Admit iff n ≤ C − count(s)
 //     and sum + n ≤ Q. A denial (and a peek) returns here: it writes nothing.
+//     The slots are read after the first load of a head at h, and reused
+//     for every later load of a head at h in the same call: after reading
+//     them, the call loads the head again (step 1), so that its
+//     CompareAndSwap in 4 follows a load made after the ring's K loads.
 //  3. If s > h, advance: first finalise h, writing (h, c) into slot
 //     1 + h mod K with a CompareAndSwap-max loop (the packed word orders by
 //     index, then count); then CompareAndSwap the head H → (s, 0); then,
@@ -84,9 +88,10 @@ const maxRollingSlices = 1024
 // X's CompareAndSwap is step 4, so X loaded the head (s, c) itself (step 3
 // restarts): c is exactly what s had admitted before X (the head held
 // (s, c) again at the CompareAndSwap, and its index never left s), and X
-// read the slots of (s−K, s) after that load, when the head had passed
-// each of those slices: each read its final count, or 0 for a slice with
-// no admission. So X saw every earlier admission of R, and admitted only if
+// read the slots of (s−K, s) after a load of a head at s (that load, or an
+// earlier one of the same call: the head's index never decreases, so it
+// was s from then on), when the head had passed each of those slices: each
+// read its final count, or 0 for a slice with no admission. So X saw every earlier admission of R, and admitted only if
 // the total with its own n stayed ≤ Q. Every slice's count is also ≤ C,
 // because c is exact at the CompareAndSwap. This holds under any
 // interleaving of any number of goroutines and any stale nows.
@@ -227,14 +232,63 @@ func (p *RollingParams) count(rw rollWords, v *rollView, j uint64) uint64 {
 // sum returns the total count of the slices (s−K, s] and last, 1 + the
 // latest of them with a nonzero count (0 if none).
 func (p *RollingParams) sum(rw rollWords, v *rollView) (sum, last uint64) {
-	for i := uint64(0); i < p.slices && i <= v.s; i++ {
-		k := p.count(rw, v, v.s-i)
-		if k > 0 && last == 0 {
-			last = v.s - i + 1
-		}
-		sum += k
+	return p.withHead(v, p.ringSum(rw, v.h, v.s))
+}
+
+// A ringPart is the ring's share of a view's sum: the total count of the
+// slices of (s−K, s) below the head's slice h, read from the ring, and 1 +
+// the latest of them with a nonzero count (0 if none). It depends on h and
+// s alone: once the head has passed a slice, its slot holds the slice's
+// final count until the head is K slices further (see the proof above).
+type ringPart struct{ h, s, sum, last uint64 }
+
+// ringSum reads the ring's part of the view (h, s), h ≤ s: one load per
+// slot, from slice h−1 down, and no division but the first slot's.
+func (p *RollingParams) ringSum(rw rollWords, h, s uint64) ringPart {
+	r := ringPart{h: h, s: s}
+	if h == 0 || s-h+1 >= p.slices {
+		return r // no slice below h inside the window
 	}
-	return sum, last
+	lo := uint64(0) // the window's first slice, s−K+1
+	if s+1 > p.slices {
+		lo = s + 1 - p.slices
+	}
+	i := (h - 1) % p.slices
+	for j := h - 1; ; j-- {
+		if w := rw.ring[i].Load(); w>>p.shift == j && w&p.mask > 0 {
+			// A slot holding another slice counts 0 (see count).
+			if r.last == 0 {
+				r.last = j + 1
+			}
+			r.sum += w & p.mask
+		}
+		if j == lo {
+			return r
+		}
+		if i == 0 {
+			i = p.slices
+		}
+		i--
+	}
+}
+
+// withHead completes the ring's part r of the view v (r.h == v.h, r.s ==
+// v.s) with the head's slice and v's own: the view's sum and last.
+func (p *RollingParams) withHead(v *rollView, r ringPart) (sum, last uint64) {
+	sum, last = r.sum, r.last
+	switch {
+	case v.cs > 0:
+		last = v.s + 1
+	case v.s > v.h && v.c > 0 && v.s-v.h < p.slices:
+		last = v.h + 1
+	}
+	if v.s == v.h {
+		return sum + v.cs, last
+	}
+	if v.s-v.h < p.slices {
+		sum += v.c // h is inside the window (s−K, s]
+	}
+	return sum + v.cs, last
 }
 
 // fit returns the first slice u > s in which a request of need (≤ min(Q, C))
@@ -286,17 +340,32 @@ func (p *RollingParams) decide(rw rollWords, now int64, n int, peek bool) (uint6
 	if !p.valid(rw) {
 		return 0, gcra.Decision{RetryAfter: gcra.Never}
 	}
+	// First the time's part, the one division (see WordRule in
+	// internal/algo); the ring's part of the sum is read once per head
+	// slice (ringPart), so that between the load of the head and its
+	// CompareAndSwap there is only the head's own arithmetic.
+	at := p.index(now)
+	ring := ringPart{h: Retired}
 	for {
 		head := rw.head.Load()
 		if head == Retired {
 			return 0, gcra.Decision{RetryAfter: gcra.Never} // retired: deny, write nothing
 		}
 		v := rollView{h: head >> p.shift, c: head & p.mask}
-		v.s = max(p.index(now), v.h)
+		v.s = max(at, v.h)
 		if v.s == v.h {
 			v.cs = v.c
 		}
-		sum, last := p.sum(rw, &v)
+		if ring.h != v.h {
+			// First this load of a head at h, then the slots: each slice
+			// below h then holds its final count (see the proof above),
+			// which every later load of a head at h may use. Then load the
+			// head again, so that the loop's CompareAndSwap follows a load
+			// made after the K loads of the ring, not before them.
+			ring = p.ringSum(rw, v.h, v.s)
+			continue
+		}
+		sum, last := p.withHead(&v, ring)
 		if n < 0 || uint64(n) > p.cap {
 			d := p.report(rw, &v, sum, last, now)
 			d.RetryAfter = gcra.Never
