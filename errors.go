@@ -39,9 +39,9 @@ var (
 	// ErrExceedsBurst: Reserve or Wait for more than the burst: never
 	// admitted.
 	ErrExceedsBurst = gcra.ErrExceedsBurst
-	// ErrDeadline: Wait's tokens would come after the context's deadline;
-	// it consumed nothing.
-	ErrDeadline = errors.New("atomiclimit: wait would exceed the context deadline")
+	// ErrDeadline: Wait's tokens would come after the context's deadline
+	// (Stack.Wait: or after its own deadline); it consumed nothing.
+	ErrDeadline = errors.New("atomiclimit: wait would exceed the deadline")
 	// ErrTooManyKeys: Take, Reserve or Wait for a new key that a full
 	// limiter with RejectNew refuses (Take returns the refusal's decision,
 	// whose RetryAfter is when the limiter may have room): the limiter's

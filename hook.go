@@ -28,6 +28,22 @@ type Hook struct {
 	// Error hears a request that could not be decided: a remote store's
 	// outage, a door's key or cost that failed.
 	Error func(policy string, err error)
+
+	// The events of waiting, which the client doors report (httplimit's
+	// Transport, grpclimit's Pacer).
+
+	// Waited hears a request that waited for the policy before the policy
+	// admitted it (Stack.Wait), and how long; a request admitted at once
+	// is not heard here. A client door reports the time a request waited
+	// for the provider's hold under the door's own name.
+	Waited func(policy string, cost int, waited time.Duration)
+	// Held hears a client door holding a key's requests because the
+	// provider said so (a 429 or 503 with Retry-After, a RateLimit field
+	// with r=0; a RetryInfo), under the door's own name, and for how long.
+	Held func(policy string, hold time.Duration)
+	// Retried hears a request a client door sent again after the provider
+	// refused it, under the door's own name: attempt 1 is the first retry.
+	Retried func(policy string, attempt int)
 }
 
 // WithHook makes a Keyed limiter report its decisions (Allow, AllowN, Take,

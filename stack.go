@@ -51,6 +51,10 @@ type stacked[K comparable] struct {
 	// copies the call's arguments and results once more, and the quota
 	// comes from the decision's own lookup of the key.
 	keyed *Keyed[K]
+	// waiter is Limiter when it waits in order itself (WaitN), unless it
+	// is a *Keyed (keyed says how that one waits): Stack.Wait hands a lone
+	// policy's wait to it.
+	waiter waiter[K]
 }
 
 // ErrStack is wrapped by NewStack's errors.
@@ -80,6 +84,9 @@ func NewStack[K comparable](policies ...Policy[K]) (*Stack[K], error) {
 		}
 		s.pols[i] = stacked[K]{Policy: p, names: []string{p.Name}}
 		s.pols[i].keyed, _ = p.Limiter.(*Keyed[K])
+		if s.pols[i].keyed == nil {
+			s.pols[i].waiter, _ = p.Limiter.(waiter[K])
+		}
 		if p.Limiter.Quota(zero).Refunds() {
 			s.order = append(s.order, i)
 		} else {
@@ -124,6 +131,10 @@ type Outcome struct {
 	// a Refunded admission. Nil otherwise.
 	Err  error
 	Kind OutcomeKind
+	// Waited is how long Stack.Wait waited for this policy before the
+	// request was admitted (0 for Take, and for a policy that did not
+	// make it wait).
+	Waited time.Duration
 }
 
 // An OutcomeKind says what a policy did with a request.
@@ -375,10 +386,12 @@ func longer(a, b time.Duration) bool {
 	return a == Never || a > b
 }
 
-// Report passes to h (nil: none) the events of a request Take decided:
-// each limiter error (Outcome.Err: an outage, a fallback's stand-in, a
-// failed give-back) as an Error event; then, for Pass, an Allowed event for
-// each policy that admitted it (not one that failed open); for Deny, a
+// Report passes to h (nil: none) the events of a request Take or Wait
+// decided: each limiter error (Outcome.Err: an outage, a fallback's
+// stand-in, a failed give-back) as an Error event; then, for Pass, a
+// Waited event for each policy that made it wait (Outcome.Waited) and an
+// Allowed event for each policy that admitted it (not one that failed
+// open); for Deny, a
 // Denied event with its wait for each policy that violated it (none for
 // the policies that gave their admission back); for Overloaded, an
 // Overloaded event for the full limiter's policy, and not an Error event
@@ -401,6 +414,9 @@ func (s *Stack[K]) report(h *Hook, res Result, out []Outcome, n int) {
 		}
 		switch {
 		case res == Pass && o.Kind == Admitted:
+			if o.Waited > 0 && h.Waited != nil {
+				h.Waited(name, n, o.Waited)
+			}
 			if h.Allowed != nil {
 				h.Allowed(name, n)
 			}

@@ -17,7 +17,7 @@ var publicPackages = []string{".", "gcra", "window", "atomicbucket", "shardmap",
 
 // maxSurface is the budget for exported identifiers across every public
 // package of the three modules: publicPackages and the nested modules'.
-const maxSurface = 377
+const maxSurface = 383 // 377, and the client door of issue 30: Stack.Wait, httplimit's Transport, TransportConfig, NewTransport, Transport.RoundTrip, redislimit's Limiter.Hold
 
 // TestPublicSurface holds the exported API to its budget, counted as types,
 // functions, methods on exported types, interface methods, constants and

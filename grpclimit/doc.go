@@ -141,8 +141,10 @@
 //
 // A Pacer is the client side, for clients that limit themselves: its
 // interceptors wait until the client's own policies admit a call (rather
-// than send it to be denied), and retry a call the server denied with a
-// RetryInfo after the delay it names, up to PacerConfig.Retries times.
+// than send it to be denied), as atomiclimit.Stack.Wait waits (in order
+// for a lone GCRA policy, in process or in Redis), and retry a call the
+// server denied with a RetryInfo after the delay it names, up to
+// PacerConfig.Retries times. httplimit's Transport is the same for HTTP.
 //
 // # Observability
 //
@@ -152,7 +154,8 @@
 // error; a limiter's outage, and a key that failed, an Error event), and
 // Interceptor.ReportEvictions forwards the limiters' eviction counts to
 // it. A Pacer reports its calls the same way: Allowed when a call goes
-// out, Denied for each policy that made it wait.
+// out, after Waited for the policy that made it wait; Denied when no wait
+// within the call's deadline admits it.
 //
 // # Cost
 //

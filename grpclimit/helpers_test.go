@@ -161,11 +161,18 @@ type countingHook struct {
 	mu                     sync.Mutex
 	allowed, denied, error map[string]int
 	evicted, overloaded    map[string]int
+	waited                 map[string]int
 	errs                   []error
 }
 
 func newCountingHook() *countingHook {
-	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, error: map[string]int{}, evicted: map[string]int{}, overloaded: map[string]int{}}
+	return &countingHook{allowed: map[string]int{}, denied: map[string]int{}, error: map[string]int{}, evicted: map[string]int{}, overloaded: map[string]int{}, waited: map[string]int{}}
+}
+
+func (h *countingHook) Waited(p string, cost int, _ time.Duration) {
+	h.mu.Lock()
+	h.waited[p]++
+	h.mu.Unlock()
 }
 
 func (h *countingHook) Allowed(p string, cost int) {
@@ -201,5 +208,5 @@ func (h *countingHook) Error(p string, err error) {
 
 // hook returns h as a Hook.
 func (h *countingHook) hook() *atomiclimit.Hook {
-	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted, Error: h.Error}
+	return &atomiclimit.Hook{Allowed: h.Allowed, Denied: h.Denied, Overloaded: h.Overloaded, Evicted: h.Evicted, Error: h.Error, Waited: h.Waited}
 }

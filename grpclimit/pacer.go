@@ -29,10 +29,12 @@ type PacerConfig[K comparable] struct {
 	// sent again, after the delay it names (0: never). A delay that would
 	// pass the call's deadline is not waited: the call fails at once.
 	Retries int
-	// Hook receives the pacer's events (atomiclimit.Stack.Report): Allowed
-	// when a call goes out, Denied for each policy that made it wait, with
-	// the wait, Overloaded for a full limiter, Error for a limiter that
-	// could not decide (nil: none).
+	// Hook receives the pacer's events (atomiclimit.Stack.Report of
+	// atomiclimit.Stack.Wait): Allowed when a call goes out, after Waited
+	// for the policy that made it wait, with the wait; Denied for each
+	// policy violated when a call fails because no wait within its
+	// deadline admits it; Overloaded for a full limiter, Error for a
+	// limiter that could not decide (nil: none).
 	Hook *atomiclimit.Hook
 }
 
@@ -43,10 +45,14 @@ type PacerConfig[K comparable] struct {
 // grpc.WithChainUnaryInterceptor and grpc.WithChainStreamInterceptor. It is
 // safe for concurrent use.
 //
-// Waiting callers are not queued: each waits the wait its policies named
-// and asks again, so over any interval the calls sent stay within the
-// policies' bounds, but which of several waiting callers goes first is
-// not defined.
+// A call waits as atomiclimit.Stack.Wait waits, never past its deadline:
+// for a lone policy that can queue (a GCRA *atomiclimit.Keyed, a
+// redislimit.Limiter), waiting callers are served in the order they
+// reserved their place; for several policies, or one of a window rule in
+// process, each waits the wait its policies named (a window's with a
+// jitter) and asks again, so which of several waiting callers goes first
+// is not defined. Either way nothing is held while a call waits, and every
+// policy keeps its bound on the times the calls go out.
 type Pacer[K comparable] struct {
 	key     KeyFunc[K]
 	s       *atomiclimit.Stack[K] // nil without Policies
@@ -144,31 +150,21 @@ func (p *Pacer[K]) Wait(ctx context.Context, method string) error {
 	}
 	var out [atomiclimit.MaxPolicies]atomiclimit.Outcome
 	o := out[:p.s.Len()]
-	for {
-		clear(o) // Take wants zero outcomes
-		res, at := p.s.Take(ctx, key, n, o)
-		p.s.Report(p.hook, res, o, n)
-		switch res {
-		case atomiclimit.Pass:
-			return nil
-		case atomiclimit.Gone:
-			return gone(ctx)
-		case atomiclimit.Unavailable, atomiclimit.Overloaded:
-			// Not a wait: the limiter could not decide, or had no room for
-			// the key (the wait it names is only when it may have room).
-			return unavailable(p.s.Policy(at).Name, &o[at])
-		}
-		den := p.s.Denied(o)
-		if den.RetryAfter == atomiclimit.Never {
-			return denied(p.s, o, den)
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < den.RetryAfter {
-			return denied(p.s, o, den) // as x/time/rate's Wait: fail now, not at the deadline
-		}
-		if !sleep(ctx, den.RetryAfter) {
-			return gone(ctx) // ended, or would end before the wait
-		}
+	res, at, _ := p.s.Wait(ctx, key, n, 0, o)
+	p.s.Report(p.hook, res, o, n)
+	switch res {
+	case atomiclimit.Pass:
+		return nil
+	case atomiclimit.Gone:
+		return gone(ctx)
+	case atomiclimit.Unavailable, atomiclimit.Overloaded:
+		// Not a wait: the limiter could not decide, or had no room for the
+		// key (the wait it names is only when it may have room).
+		return unavailable(p.s.Policy(at).Name, &o[at])
 	}
+	// No wait admits it, or none within the deadline: as x/time/rate's
+	// Wait, fail now, not at the deadline.
+	return denied(p.s, o, p.s.Denied(o))
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed (false if

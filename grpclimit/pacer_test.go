@@ -65,8 +65,8 @@ func TestPacerPaces(t *testing.T) {
 		t.Errorf("%d calls in %v < (calls − B)·T = %v: not paced", calls, elapsed, min)
 	}
 	checkBound(t, lim, burst, T)
-	if n := len(lim.admitted[echo.Say]); n != calls || h.allowed["self"] != calls || h.denied["self"] == 0 {
-		t.Errorf("%d admissions, hook allowed %d denied %d; want %d admissions and some waits", n, h.allowed["self"], h.denied["self"], calls)
+	if n := len(lim.admitted[echo.Say]); n != calls || h.allowed["self"] != calls || h.waited["self"] == 0 || h.denied["self"] != 0 {
+		t.Errorf("%d admissions, hook allowed %d waited %d denied %d; want %d admissions, some waits, no denial", n, h.allowed["self"], h.waited["self"], h.denied["self"], calls)
 	}
 	// Streams: the third stream opened waits for the bucket.
 	for range 3 {

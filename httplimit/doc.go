@@ -5,6 +5,8 @@
 // against one or several policies at once, writes the IETF RateLimit
 // headers, and denies with 429 and an RFC 9457 problem when a policy is
 // exceeded (503 when a limiter's store is down and its outage policy denies).
+// For the other side of the wire, a client of an API with a hard limit,
+// it has a Transport (see "Client").
 //
 //	perMinute, _ := atomiclimit.NewKeyed[netip.Prefix](atomiclimit.PerMinute(60), 60)
 //	perDay, _ := atomiclimit.NewKeyedRule[netip.Prefix](atomiclimit.Rolling(10_000, 24*time.Hour, time.Hour, 0))
@@ -183,4 +185,20 @@
 // The Hook interface mentions no HTTP type. The examples/prometheus module
 // exports it with the Prometheus client library, which this module does not
 // depend on.
+//
+// # Client
+//
+// NewTransport's Transport is an http.RoundTripper for a client that must
+// keep to its provider's limit, one process or a fleet: a request waits
+// for the client's own policies (atomiclimit.Stack.Wait: all or nothing,
+// in order for a lone GCRA policy, never past its deadline or
+// TransportConfig.MaxWait) and is then sent; the provider's answers are
+// heard: a 429 or 503 with Retry-After, or a RateLimit field with a spent
+// item (r=0, its reset t, as this package writes it), holds the key until
+// the reset, and a replayable request is sent again after it. The hook
+// hears the waits (Waited), the holds (Held) and the retries (Retried).
+// With a redislimit.Limiter as the policy, a fleet's processes wait for
+// one limit in Redis, one call per request, in the order they reserved,
+// and a hold one of them hears is taken into that limit's state, so that
+// the others hold too.
 package httplimit

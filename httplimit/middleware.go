@@ -12,13 +12,14 @@ import (
 	"github.com/atomiclimit/atomiclimit/gcra"
 )
 
-// ErrConfig is returned by New for an invalid Config, by ClientIP and
-// NewIPResolver for invalid IPOptions, and by NewPolicyFields for a name
-// or unit that is not printable ASCII.
+// ErrConfig is returned by New for an invalid Config, by NewTransport for
+// an invalid TransportConfig, by ClientIP and NewIPResolver for invalid
+// IPOptions, and by NewPolicyFields for a name or unit that is not
+// printable ASCII.
 var ErrConfig = errors.New("httplimit: invalid config")
 
-// ErrCost is the error a request fails with when Config.Cost returns a
-// negative cost.
+// ErrCost is the error a request fails with when Config.Cost (or
+// TransportConfig.Cost) returns a negative cost.
 var ErrCost = errors.New("httplimit: negative request cost")
 
 // Config configures a Middleware. Key and Policy.Limiter are required; the

@@ -161,7 +161,7 @@ var exampleRedis string
 
 // redisExamples are the examples that need a Redis: without redis-server
 // they are skipped, as the tests are.
-const redisExamples = "^(Example_fleet|ExampleLeased|ExampleNewKeyed)$"
+const redisExamples = "^(Example_fleet|Example_fleetTransport|ExampleLeased|ExampleNewKeyed)$"
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the outage tests make many on purpose.
