@@ -135,8 +135,9 @@ func ExampleNewTransport_listen() {
 // 10,000 per rolling day, with the three limits stacked in process: a
 // call goes only when all three allow it. The clock is a ManualClock, a
 // day of calls in a moment: each minute the client calls until the
-// Transport says a call must wait, and MaxWait (a millisecond) makes it
-// say so at once, naming the limit and the wait.
+// Transport says a call must wait, and MaxWait (half a second, of real
+// time: every wait here is a second or more of the ManualClock's) makes
+// it say so at once, naming the limit and the wait.
 func ExampleNewTransport_stacked() {
 	clock := &atomiclimit.ManualClock{}
 	at := atomiclimit.WithClock(clock)
@@ -148,7 +149,7 @@ func ExampleNewTransport_stacked() {
 		Policies: []atomiclimit.Policy[string]{
 			{Name: "minute", Limiter: minute}, {Name: "hour", Limiter: hour}, {Name: "day", Limiter: day},
 		},
-		MaxWait: time.Millisecond,
+		MaxWait: 500 * time.Millisecond,
 	})
 	if err != nil {
 		panic(err)
@@ -175,9 +176,9 @@ func ExampleNewTransport_stacked() {
 	}
 	fmt.Printf("in 24h: %d sent\n", sent)
 	// Output:
-	//  0h00m:    60 sent; policy "minute" admits 1 in 1s, beyond the longest wait 1ms
-	//  0h16m:  1000 sent; policy "hour" admits 1 in 44m0s, beyond the longest wait 1ms
-	//  9h16m: 10000 sent; policy "day" admits 1 in 14h44m0s, beyond the longest wait 1ms
+	//  0h00m:    60 sent; policy "minute" admits 1 in 1s, beyond the longest wait 500ms
+	//  0h16m:  1000 sent; policy "hour" admits 1 in 44m0s, beyond the longest wait 500ms
+	//  9h16m: 10000 sent; policy "day" admits 1 in 14h44m0s, beyond the longest wait 500ms
 	// in 24h: 10000 sent
 }
 
