@@ -107,7 +107,12 @@ func CoarseRunning() bool {
 // ManualCoarse returns a Source in coarse mode that reads now, which the
 // caller advances as the ticker would, storing each tick's reading in tick
 // too (nil: no ticker, every denial reads fresh), and refreshes it from
-// fresh: tests use it to drive the coarse path tick by tick.
+// fresh: tests use it to drive the coarse path tick by tick. A denial at
+// the ticker's reading reads fresh once in recheckEvery denials exactly
+// (the last of each run of recheckEvery), not at random, so that what a
+// test asserts of a stalled ticker does not depend on the draw.
 func ManualCoarse(now, tick *atomic.Int64, fresh func() int64) Source {
-	return Source{mode: modeCoarse, coarse: now, tick: tick, fresh: fresh, epoch: processEpoch}
+	var n atomic.Uint32
+	draw := func() uint32 { return n.Add(1) }
+	return Source{mode: modeCoarse, coarse: now, tick: tick, fresh: fresh, draw: draw, epoch: processEpoch}
 }

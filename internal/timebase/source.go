@@ -42,8 +42,11 @@ type Source struct {
 	// ran on time and a denial's Recheck mostly skips the precise clock.
 	tick  *atomic.Int64
 	fresh func() int64 // modeCoarse: a precise reading for Refresh (nil: time.Since(epoch))
-	clock Clock        // modeClock
-	epoch time.Time    // processEpoch, or the injected clock's time at construction
+	// modeCoarse: Recheck's draw (nil: cheaprand); tests make it
+	// deterministic (ManualCoarse).
+	draw  func() uint32
+	clock Clock     // modeClock
+	epoch time.Time // processEpoch, or the injected clock's time at construction
 }
 
 // Monotonic returns the default Source: time.Since(epoch), monotonic only.
@@ -110,8 +113,17 @@ func (s *Source) Recheck(now int64) (int64, bool) {
 	if s.mode != modeCoarse {
 		return now, false
 	}
-	if s.tick != nil && s.coarse.Load() == s.tick.Load() && cheaprand()%recheckEvery != 0 {
-		return now, false // the ticker's own reading: it ran at its last tick
+	if s.tick != nil && s.coarse.Load() == s.tick.Load() {
+		// The ticker's own reading: it ran at its last tick.
+		var r uint32
+		if s.draw == nil {
+			r = cheaprand()
+		} else {
+			r = s.draw()
+		}
+		if r%recheckEvery != 0 {
+			return now, false
+		}
 	}
 	return s.Refresh(now)
 }
