@@ -122,15 +122,15 @@ func (g *cells) tier(c *cell) *Tier { return (*g.tiers.Load())[c.tier.Load()] }
 func (g *cells) rule(c *cell) *rule { return g.tier(c).cur.Load() }
 
 // suspect reports whether a denial at now on c, under its rule r, needs a
-// second look: c is retired, or its state is idle more than r.far after
-// now (then forget decides). Loads only.
+// second look: c is retired, or its state is idle later than any decision
+// at now could have made it (for GCRA more than r.far after now; for the
+// others, algo.Set.Suspect); then forget decides. Loads only.
 func (g *cells) suspect(c *cell, r *rule, now int64) bool {
 	if g.gcra {
 		tat := int64(c.word.Load())
 		return tat == algo.RetiredTAT || tat-now > r.far
 	}
-	from, live := r.set.IdleFrom(g.state(c))
-	return !live || from-now > r.far
+	return r.set.Suspect(g.state(c), now)
 }
 
 // forget retires c, raising no floor, if a request at now, a time within

@@ -244,13 +244,7 @@ func (k *Keyed[K]) allow(key K, now int64, n int) bool {
 		} else if r.one != nil {
 			_, ok = r.one.Admit(k.cells.state(c), now, n)
 		} else {
-			// Several bands: the band that denied is the one to look at.
-			st := k.cells.state(c)
-			var band int
-			if ok, band = r.set.AdmitBy(st, now, n); ok || !r.set.Suspect(st, band, now) {
-				return ok
-			}
-			return k.allowSlow(key, now, n)
+			ok = r.set.Admit(k.cells.state(c), now, n)
 		}
 		// A retired state denies everything, and a state idle far ahead
 		// may be one to forget: only a denial needs the check.

@@ -198,8 +198,8 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) (ok, suspect bool) {
 	}
 	for {
 		st := l.state()
-		ok, band := r.set.AdmitBy(st, now, n)
-		if ok || !r.set.Suspect(st, band, now) {
+		ok := r.set.Admit(st, now, n)
+		if ok || !r.set.Suspect(st, now) {
 			return ok, false
 		}
 		if !r.set.IsRetired(st) {

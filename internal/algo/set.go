@@ -125,53 +125,55 @@ func (s *Set) Init(st State, floors []atomic.Uint64) {
 // Admit decides n at now under every band and records it in all of them if
 // every band admits.
 func (s *Set) Admit(st State, now int64, n int) bool {
-	ok, _ := s.AdmitBy(st, now, n)
-	return ok
-}
-
-// AdmitBy is Admit that also returns, for a denial, the band that denied:
-// the first the check found denying, or the one whose take failed.
-func (s *Set) AdmitBy(st State, now int64, n int) (ok bool, band int) {
 	if len(s.algs) == 1 {
-		return s.admitOne(st, now, n), 0
+		return s.admitOne(st, now, n)
 	}
 	var pl plan
-	if band, ok = s.check(st, now, n, &pl); !ok {
-		return false, band // nothing written
+	if !s.check(st, now, n, &pl) {
+		return false // nothing written
 	}
 	return s.takeAll(st, now, n, &pl)
 }
 
-// Suspect reports whether a denial at now by band on st needs a second
-// look: st is retired, or the band is idle more than its own IdleAfter
-// after now, later than any admission at now or before could have made it
-// (then IdleFrom and Far decide). Loads only, of the band's words and, if
-// it is not the last, of the last band's.
+// Suspect reports whether a denial at now on st needs a second look: st
+// is retired, or a band of it is idle more than its own IdleAfter after
+// now, later than any admission at now or before could have made it (then
+// IdleFrom and Far decide). Loads only, of every band, the last first.
 //
-// Looking at the band that denied is enough: an admission is counted in
-// every band or given back from every band it took from, a band becomes
-// idle no earlier than the time of any admission it counts, and the bands
-// of a Set do not reserve ahead. So if st is idle more than twice
-// the longest IdleAfter after now (the rule's threshold for a far state),
-// its latest admission was stamped more than the longest IdleAfter after
-// now, and every band, the one that denied included, is idle more than its
-// own IdleAfter after now.
-func (s *Set) Suspect(st State, band int, now int64) bool {
+// Every band, not only the one that denied: a band's give-back can leave
+// it as far as the admission it gives back (a window keeps its window, a
+// GCRA band its time), and a far window band admits what it counts into
+// its far window; so a far band can sit behind, or beside, a band that
+// denies for now, and the whole state still be far
+// (TestSuspectSeesFarBandBehindDenial). A state Far finds far (idle more
+// than twice the longest IdleAfter after now) has a band idle more than
+// its own IdleAfter after now, so Suspect never misses it. Per-band
+// thresholds cost no more than one: what a denial pays is each band's
+// Idle, a division for a window.
+func (s *Set) Suspect(st State, now int64) bool {
 	last := len(s.algs) - 1
-	var from int64
-	if r := s.rule[band]; r != nil {
-		v := s.word(st, band).Load()
-		if v == r.Retired() {
-			return band == last // an earlier band is never retired
+	for i := last; i >= 0; i-- {
+		var from int64
+		if r := s.rule[i]; r != nil {
+			v := s.word(st, i).Load()
+			if v == r.Retired() {
+				if i == last {
+					return true
+				}
+				continue // an earlier band is never retired
+			}
+			from, _, _ = r.Idle(v, 0)
+		} else {
+			var live bool
+			if _, from, _, _, live = s.algs[i].Idle(s.Sub(st, i), 0); !live && i == last {
+				return true
+			}
 		}
-		from, _, _ = r.Idle(v, 0)
-	} else {
-		var live bool
-		if _, from, _, _, live = s.algs[band].Idle(s.Sub(st, band), 0); !live {
+		if from-now > s.idle[i] {
 			return true
 		}
 	}
-	return from-now > s.idle[band] || band != last && s.IsRetired(st)
+	return false
 }
 
 // A plan is an admission's check, kept for its take: for each one-word
@@ -185,25 +187,25 @@ type plan struct {
 }
 
 // check is an admission's first phase: every band decides n at now with
-// loads only, and the first that denies ends it (band is that band). It
-// fills pl for the take.
-func (s *Set) check(st State, now int64, n int, pl *plan) (band int, ok bool) {
+// loads only, and the first that denies ends it. It fills pl for the take.
+func (s *Set) check(st State, now int64, n int, pl *plan) bool {
 	for i, r := range s.rule {
 		if r == nil {
 			if !s.algs[i].Admits(s.Sub(st, i), now, n) {
-				return i, false
+				return false
 			}
 			continue
 		}
 		w := s.word(st, i)
 		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
 		pl.old[i] = w.Load()
+		var ok bool
 		if pl.next[i], ok = r.AdmitAt(pl.old[i], s.grid[i].At(now), n); !ok {
-			return i, false
+			return false
 		}
 	}
 	pl.checked = true
-	return 0, true
+	return true
 }
 
 // admitOne admits n at now on a set of one band.
@@ -264,8 +266,8 @@ func (s *Set) word(st State, i int) *atomic.Uint64 {
 }
 
 // takeAll takes n from every band in order, as pl planned; if one denies,
-// it gives back the bands before it, last first, and returns it as band.
-func (s *Set) takeAll(st State, now int64, n int, pl *plan) (ok bool, band int) {
+// it gives back the bands before it, last first.
+func (s *Set) takeAll(st State, now int64, n int, pl *plan) bool {
 	var taken [MaxBands]Taken
 	for i := range s.algs {
 		t, ok := s.take(st, i, now, n, pl)
@@ -273,11 +275,11 @@ func (s *Set) takeAll(st State, now int64, n int, pl *plan) (ok bool, band int) 
 			for j := i - 1; j >= 0; j-- {
 				s.algs[j].Refund(s.Sub(st, j), taken[j], s.clk, n)
 			}
-			return false, i
+			return false
 		}
 		taken[i] = t
 	}
-	return true, 0
+	return true
 }
 
 // Decide is Admit with the decision of the most restrictive band: when
@@ -291,9 +293,9 @@ func (s *Set) Decide(st State, now int64, n int, peek bool) (d gcra.Decision, ba
 		return s.algs[0].Decide(st, now, n, peek), 0
 	}
 	var pl plan
-	_, ok := s.check(st, now, n, &pl)
+	ok := s.check(st, now, n, &pl)
 	if ok && !peek {
-		ok, _ = s.takeAll(st, now, n, &pl)
+		ok = s.takeAll(st, now, n, &pl)
 	}
 	d.Allowed = ok
 	d.Remaining = int(^uint(0) >> 1)

@@ -374,3 +374,52 @@ func TestSetTakesAfterTheWordsChanged(t *testing.T) {
 		assert.Equal(t, want, d.Remaining, "band %d counts both requests", i)
 	}
 }
+
+// atClock is a Clock that always reads its value.
+type atClock int64
+
+func (c atClock) Now() int64 { return int64(c) }
+
+// A far state behind a band that denies for now (found by review): X,
+// stamped 30h ahead of the clock, moves the day window to day 2 and is
+// given back, and a window's give-back keeps its window; Z, stamped 18h
+// ahead, is given back too, and leaves band 2 where it was. At the clock
+// band 1 denies, exhausted by Q (not far), while the whole state is idle
+// 52h after the clock, more than twice the longest IdleAfter (48h). A
+// Suspect that looked only at the band that denied missed it.
+func TestSuspectSeesFarBandBehindDenial(t *testing.T) {
+	h := int64(time.Hour)
+	clock := 20 * h
+	s, err := algo.NewSet(atClock(clock),
+		fixedBand(t, 100, 24*time.Hour),          // IdleAfter 24h
+		gcraBand(t, gcra.Per(1, 3*time.Hour), 6), // 18h
+		gcraBand(t, gcra.Per(1, 4*time.Hour), 6)) // 24h
+	require.NoError(t, err)
+	words := make([]atomic.Uint64, s.Words())
+	st := algo.State{Word: &words[0], Rest: words[1:]}
+	s.Init(st, make([]atomic.Uint64, s.Len()))
+
+	x, ok := s.Check(st, 50*h, 6)
+	require.True(t, ok)
+	require.True(t, x.Take()) // band 0: window 2, count 6
+	q, ok := s.Check(st, clock, 6)
+	require.True(t, ok)
+	require.True(t, q.Take()) // band 0: counted in window 2
+	require.True(t, q.Take()) // band 1: TAT 38h
+	z, ok := s.Check(st, 38*h, 6)
+	require.True(t, ok)
+	require.True(t, z.Take())  // band 0
+	require.True(t, z.Take())  // band 1: TAT 56h
+	require.False(t, x.Take()) // band 1 denies X: band 0 given back
+	require.True(t, q.Take())  // band 2: TAT 44h; Q admitted
+	require.False(t, z.Take()) // band 2 denies Z: bands 1 and 0 given back
+
+	from, live := s.IdleFrom(st)
+	require.True(t, live)
+	var reach atomic.Int64
+	reach.Store(2 * 24 * h) // the rule's far: twice the longest IdleAfter
+	require.True(t, algo.Far(from, clock, atClock(clock), &reach), "idle %v after the clock", time.Duration(from-clock))
+
+	require.False(t, s.Admit(st, clock, 1), "band 1 denies, exhausted")
+	assert.True(t, s.Suspect(st, clock), "a far state behind the denial")
+}
