@@ -49,6 +49,12 @@ func TestDenialsWriteNothing(t *testing.T) {
 		"bands-wide": func(t testing.TB) []algo.Algorithm {
 			return []algo.Algorithm{fixedBand(t, 5, time.Hour), rolling(t), logBand(t, 4, time.Hour)}
 		},
+		// The band that denies is past the ones a plan holds: its check
+		// alone decides, before any band is taken.
+		"bands-beyond-plan": func(t testing.TB) []algo.Algorithm {
+			return []algo.Algorithm{fixedBand(t, 100, time.Hour), counterBand(t, 100, time.Hour), gcraBand(t, gcra.Every(time.Millisecond), 100),
+				fixedBand(t, 90, time.Hour), counterBand(t, 80, time.Hour), fixedBand(t, 3, time.Hour)}
+		},
 	}
 	for name, algs := range kinds {
 		t.Run("kind="+name, func(t *testing.T) {

@@ -177,14 +177,20 @@ func (s *Set) Suspect(st State, now int64) bool {
 }
 
 // A plan is an admission's check, kept for its take: for each one-word
-// band the word the check loaded (old) and the word it decided to store
-// (next), and for a GCRA band the stripe's counters, read before that
-// load (see Stripe).
+// band among the first planned the word the check loaded (old) and the
+// word it decided to store (next), and for a GCRA band the stripe's
+// counters, read before that load (see Stripe). A band after those is
+// taken by its loop, as a band whose word changed since the check: the
+// plan is zeroed on every admission, denials included, and four bands
+// cover the sets people stack (a minute, an hour, a day).
 type plan struct {
-	old, next [MaxBands]uint64
-	epoch     [MaxBands]Epoch
+	old, next [planned]uint64
+	epoch     [planned]Epoch
 	checked   bool // old and next hold the check's words
 }
+
+// planned is how many bands a plan holds.
+const planned = 4
 
 // check is an admission's first phase: every band decides n at now with
 // loads only, and the first that denies ends it. It fills pl for the take.
@@ -197,6 +203,12 @@ func (s *Set) check(st State, now int64, n int, pl *plan) bool {
 			continue
 		}
 		w := s.word(st, i)
+		if i >= planned {
+			if _, ok := r.AdmitAt(w.Load(), s.grid[i].At(now), n); !ok {
+				return false
+			}
+			continue
+		}
 		pl.epoch[i] = epochFor(w, r) // first the counters, then the load
 		pl.old[i] = w.Load()
 		var ok bool
@@ -223,8 +235,9 @@ func (s *Set) admitOne(st State, now int64, n int) bool {
 func (s *Set) take(st State, i int, now int64, n int, pl *plan) (Taken, bool) {
 	if r := s.rule[i]; r != nil {
 		w := s.word(st, i)
-		t := Taken{At: now, Epoch: pl.epoch[i]}
-		if pl.checked {
+		t := Taken{At: now}
+		if pl.checked && i < planned {
+			t.Epoch = pl.epoch[i]
 			old, next := pl.old[i], pl.next[i]
 			if next == old {
 				t.Word = old

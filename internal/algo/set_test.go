@@ -2,6 +2,7 @@ package algo_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -422,4 +423,60 @@ func TestSuspectSeesFarBandBehindDenial(t *testing.T) {
 
 	require.False(t, s.Admit(st, clock, 1), "band 1 denies, exhausted")
 	assert.True(t, s.Suspect(st, clock), "a far state behind the denial")
+}
+
+// A set of MaxBands bands, wider than a plan holds (the bands after the
+// planned ones are taken by their loops), decides as the plain model of
+// bands: a request is admitted iff each band, alone, would admit it, and
+// then every band records it. Each band's model is a set of that one
+// band; random sizes and times, each request a little later or earlier
+// than the one before (stale times included).
+func TestSetWiderThanItsPlan(t *testing.T) {
+	const ms = time.Millisecond
+	algs := func() []algo.Algorithm {
+		return []algo.Algorithm{
+			gcraBand(t, gcra.Per(20, time.Second), 8),
+			fixedBand(t, 30, 2*time.Second),
+			counterBand(t, 40, 3*time.Second),
+			gcraBand(t, gcra.Per(5, time.Second), 12),
+			fixedBand(t, 25, time.Second),
+			counterBand(t, 60, 5*time.Second),
+			gcraBand(t, gcra.Per(50, time.Second), 3),
+			logBand(t, 10, 500*ms),
+		}
+	}
+	wide := newSetState(t, algs()...)
+	require.Equal(t, algo.MaxBands, wide.set.Len())
+	var model []*setState
+	for _, a := range algs() {
+		model = append(model, newSetState(t, a))
+	}
+	rng := rand.New(rand.NewPCG(31, 4))
+	now := int64(0)
+	admitted := 0
+	for i := range 20_000 {
+		now = max(now+int64(rng.IntN(40))*int64(ms)/4-int64(2*ms), 0)
+		n := rng.IntN(3)
+		want := true
+		for _, m := range model {
+			_, ok := m.set.Check(m.st, now, n)
+			want = want && ok
+		}
+		if want {
+			for _, m := range model {
+				require.True(t, m.set.Admit(m.st, now, n))
+			}
+			admitted++
+		}
+		require.Equal(t, want, wide.set.Admit(wide.st, now, n), "request %d: %d at %v", i, n, time.Duration(now))
+	}
+	for b, m := range model {
+		sub := wide.set.Sub(wide.st, b)
+		words := []uint64{sub.Word.Load()}
+		for i := range sub.Rest {
+			words = append(words, sub.Rest[i].Load())
+		}
+		assert.Equal(t, m.all(), words, "band %d's state", b)
+	}
+	t.Logf("%d of 20000 admitted", admitted)
 }
