@@ -3,6 +3,7 @@ package atomiclimit
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/atomiclimit/atomiclimit/internal/algo"
@@ -41,6 +42,10 @@ type cells struct {
 	// src is a copy of the limiter's clock (not a pointer into the limiter:
 	// the sweeper reaches the cells), read by forget.
 	src timebase.Source
+	// stamped is set, for good, by the first decision at a time a caller
+	// gave (AllowN, TakeN, PeekN, ReserveN), before it decides: see
+	// mayBeFar.
+	stamped atomic.Bool
 	// tiers are the limiter's tiers by index (a cell's tier word), only
 	// ever appended to: a copy per registration (NewTier, SetKeyRule).
 	tiers atomic.Pointer[[]*Tier]
@@ -130,8 +135,25 @@ func (g *cells) suspect(c *cell, r *rule, now int64) bool {
 		tat := int64(c.word.Load())
 		return tat == algo.RetiredTAT || tat-now > r.far
 	}
+	if !g.mayBeFar() {
+		// No state is far; a retired one (a sweep's) still needs the look.
+		return r.set.IsRetired(g.state(c))
+	}
 	return r.set.Suspect(g.state(c), now)
 }
+
+// stamp converts a time a caller gave, noting that one was given.
+func (g *cells) stamp(t time.Time) int64 {
+	if !g.stamped.Load() {
+		g.stamped.Store(true)
+	}
+	return g.src.At(t)
+}
+
+// mayBeFar is Limiter.mayBeFar for the keyed limiter: on the default clock,
+// with no time given by a caller, no state is far. Call it after loading
+// the state a denial met.
+func (g *cells) mayBeFar() bool { return !g.src.IsMonotonic() || g.stamped.Load() }
 
 // forget retires c, raising no floor, if a request at now, a time within
 // reach of the clock, finds c's state idle later than any decision at now

@@ -105,6 +105,29 @@ func TestFarStateDaysAhead(t *testing.T) {
 	}
 }
 
+// On the default clock, which never goes back, only a time a caller gives
+// can make a far state, and the limiters look for one on a denial only once
+// a caller has given a time (Limiter.mayBeFar): that time is noted before
+// it is decided, so the first denial at the clock that meets the state
+// still starts the key again.
+func TestFarStateOnTheDefaultClock(t *testing.T) {
+	for name, rule := range everyRule() {
+		t.Run(name, func(t *testing.T) {
+			k, err := atomiclimit.NewKeyedRule[string](rule, atomiclimit.WithSweepInterval(0))
+			require.NoError(t, err)
+			defer k.Close()
+			l, err := atomiclimit.NewRule(rule)
+			require.NoError(t, err)
+			ahead := time.Now().Add(10 * year)
+			require.Equal(t, 5, fill(func(at time.Time) bool { return k.AllowN("a", at, 1) }, ahead))
+			require.Equal(t, 5, fill(func(at time.Time) bool { return l.AllowN(at, 1) }, ahead))
+			// At least 5: the real clock may pass a window's end meanwhile.
+			assert.GreaterOrEqual(t, fill(func(time.Time) bool { return k.Allow("a") }, time.Time{}), 5, "keyed")
+			assert.GreaterOrEqual(t, fill(func(time.Time) bool { return l.Allow() }, time.Time{}), 5, "limiter")
+		})
+	}
+}
+
 // A clock that goes back by years (WithClock) does not hold the keys its
 // later reading finds in the future.
 func TestClockJumpBack(t *testing.T) {

@@ -182,7 +182,7 @@ func (k *Keyed[K]) allowFresh(key K, now int64, n int) bool {
 // so. n = 0 is admitted and takes nothing; n < 0, and n larger than the rule
 // can ever admit, are denied and insert no key.
 func (k *Keyed[K]) AllowN(key K, now time.Time, n int) bool {
-	t := k.src.At(now)
+	t := k.cells.stamp(now)
 	if k.hook != nil {
 		return k.allowReported(key, t, n, false)
 	}

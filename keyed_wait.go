@@ -22,7 +22,7 @@ func (k *Keyed[K]) Reserve(key K) (*Reservation, error) {
 // later Cancel is not an event), a full limiter's refusal as overloaded,
 // and a request no wait can satisfy as denied, with the wait it needed.
 func (k *Keyed[K]) ReserveN(key K, now time.Time, n int) (*Reservation, error) {
-	return k.reservePtr(key, k.src.At(now), n)
+	return k.reservePtr(key, k.cells.stamp(now), n)
 }
 
 func (k *Keyed[K]) reservePtr(key K, now int64, n int) (*Reservation, error) {

@@ -29,7 +29,28 @@ type Limiter struct {
 	src   timebase.Source
 	start int64        // where the windows of every rule it builds start (newRule)
 	reach atomic.Int64 // how far ahead of the clock a state can be idle (see rule.far)
+	// stamped is set, for good, by the first decision at a time the caller
+	// gave (AllowN, TakeN, PeekN, ReserveN), before it decides: see mayBeFar.
+	stamped atomic.Bool
 }
+
+// stamp converts a time the caller gave, noting that one was given.
+func (l *Limiter) stamp(t time.Time) int64 {
+	if !l.stamped.Load() {
+		l.stamped.Store(true)
+	}
+	return l.src.At(t)
+}
+
+// mayBeFar reports whether the limiter may hold a far state (see far): on
+// the default clock, which never goes back, and with no time given by a
+// caller, every decision was at a reading of the clock no later than a
+// later reading, so no state is idle later than its rule's idle time after
+// the clock. Call it after loading the state the denial met: a caller's
+// time sets stamped before it decides, and once set it stays set, so a
+// denial that met a far state (or one retired by forget, which follows a
+// far state) sees it set.
+func (l *Limiter) mayBeFar() bool { return !l.src.IsMonotonic() || l.stamped.Load() }
 
 // NewRule returns a single-key limiter of rule, starting full (or empty, for
 // windows).
@@ -157,7 +178,7 @@ func (l *Limiter) allowAgain(r *rule, now int64, n int, fresh bool) bool {
 // n = 0 is admitted and takes nothing; n < 0, and n above what the rule can
 // ever admit, are denied.
 func (l *Limiter) AllowN(now time.Time, n int) bool {
-	r, t := l.rule.Load(), l.src.At(now)
+	r, t := l.rule.Load(), l.stamp(now)
 	var ok, settled, suspect bool
 	if !r.gcra || r.g.IsUnlimited() {
 		ok, suspect = l.allowGeneric(r, t, n)
@@ -199,7 +220,7 @@ func (l *Limiter) allowGeneric(r *rule, now int64, n int) (ok, suspect bool) {
 	for {
 		st := l.state()
 		ok := r.set.Admit(st, now, n)
-		if ok || !r.set.Suspect(st, now) {
+		if ok || !l.mayBeFar() || !r.set.Suspect(st, now) {
 			return ok, false
 		}
 		if !r.set.IsRetired(st) {
@@ -226,7 +247,7 @@ func (l *Limiter) Take(n int) gcra.Decision {
 
 // TakeN is Take at the given time.
 func (l *Limiter) TakeN(now time.Time, n int) gcra.Decision {
-	return l.decide(l.src.At(now), n, false)
+	return l.decide(l.stamp(now), n, false)
 }
 
 // Peek returns the decision Take(n) would make now, taking nothing;
@@ -236,7 +257,7 @@ func (l *Limiter) Peek(n int) gcra.Decision { return l.decide(l.src.Now(), n, tr
 
 // PeekN is Peek at the given time.
 func (l *Limiter) PeekN(now time.Time, n int) gcra.Decision {
-	return l.decide(l.src.At(now), n, true)
+	return l.decide(l.stamp(now), n, true)
 }
 
 // decide is TakeN, or PeekN with peek, on a state that is not one to
@@ -273,6 +294,9 @@ func (l *Limiter) decideOnce(r *rule, now int64, n int, peek bool) gcra.Decision
 func (l *Limiter) far(r *rule, now int64) bool {
 	if r.gcra {
 		return int64(l.cell.word.Load())-now > r.far
+	}
+	if !l.mayBeFar() {
+		return false
 	}
 	from, _ := r.set.IdleFrom(l.state())
 	return from-now > r.far

@@ -47,7 +47,7 @@ func (l *Limiter) Reserve() (*Reservation, error) {
 // DenyAll), which no wait can satisfy, and ErrDeadline if the tokens would be
 // due more than gcra.MaxWait (about 36 years) ahead.
 func (l *Limiter) ReserveN(now time.Time, n int) (*Reservation, error) {
-	return l.reservePtr(l.src.At(now), n)
+	return l.reservePtr(l.stamp(now), n)
 }
 
 func (l *Limiter) reservePtr(now int64, n int) (*Reservation, error) {

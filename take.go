@@ -178,7 +178,7 @@ func (k *Keyed[K]) takeInto(ctx context.Context, key K, n int, o *Outcome) (err 
 
 // TakeN is Take at the given time.
 func (k *Keyed[K]) TakeN(key K, now time.Time, n int) (gcra.Decision, Receipt, error) {
-	d, r, full := k.take(key, k.src.At(now), n)
+	d, r, full := k.take(key, k.cells.stamp(now), n)
 	return k.taken(n, d, r, full)
 }
 
@@ -208,7 +208,7 @@ func (k *Keyed[K]) Peek(_ context.Context, key K, n int) (gcra.Decision, error) 
 
 // PeekN is Peek at the given time.
 func (k *Keyed[K]) PeekN(key K, now time.Time, n int) gcra.Decision {
-	return k.peek(key, k.src.At(now), n)
+	return k.peek(key, k.cells.stamp(now), n)
 }
 
 // take is Take on any path: a key absent or retired, any rule. full says

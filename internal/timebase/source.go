@@ -172,6 +172,10 @@ func (c GiveBackClock) Now() int64 { return c.s.Precise() }
 // IsCoarse reports whether s reads the coarse clock.
 func (s *Source) IsCoarse() bool { return s.mode == modeCoarse }
 
+// IsMonotonic reports whether s is the default Source: the monotonic
+// clock, which never goes back.
+func (s *Source) IsMonotonic() bool { return s.mode == modeMonotonic }
+
 // At converts t to nanoseconds since the epoch. Times before the epoch count
 // as the epoch (see gcra.Nanos: only ever stricter).
 func (s *Source) At(t time.Time) int64 { return nanos(t.Sub(s.epoch)) }
