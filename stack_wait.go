@@ -36,7 +36,9 @@ type waiter[K comparable] interface {
 // no wait admits (n above a policy's burst, DenyAll) fails at once with
 // Deny and an error wrapping ErrExceedsBurst (ErrInvalidN for n < 0). If
 // ctx ends first, Wait gives back what it held and returns Gone and
-// ctx.Err() (at is -1 if it ended while Wait slept). Unavailable and
+// ctx.Err() (at is -1 if it ended while Wait slept; for a limiter that
+// waits itself, at is 0 and the error is its WaitN's, which wraps
+// ctx.Err()). Unavailable and
 // Overloaded return as Take returns them, with the limiter's error.
 //
 // How it waits:
@@ -79,7 +81,8 @@ type waiter[K comparable] interface {
 // waits included (its timers are reused); a remote limiter's calls
 // allocate what its client allocates, and handing WaitN a deadline earlier
 // than ctx's costs a derived context. A request admitted at once costs
-// what Take costs: Wait reads no clock of its own then. Report reports
+// what Take costs: Wait reads no clock of its own then (but for a limiter
+// that waits itself, whose wait it times from the call). Report reports
 // what Wait returns as it reports Take's, with the Waited events.
 func (s *Stack[K]) Wait(ctx context.Context, key K, n int, maxWait time.Duration, out []Outcome) (res Result, at int, err error) {
 	return s.wait(ctx, key, n, maxWait, out, nil)

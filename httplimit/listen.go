@@ -90,7 +90,11 @@ func spentIn(line string) (reset time.Duration, ok bool) {
 			return 0, false
 		}
 		if r == 0 && t >= 0 {
-			reset, ok = max(reset, min(time.Duration(t)*time.Second, maxHold)), true
+			d := maxHold // capped before the product, which would overflow a Duration
+			if t < int64(maxHold/time.Second) {
+				d = time.Duration(t) * time.Second
+			}
+			reset, ok = max(reset, d), true
 		}
 		p.skipOWS()
 		if p.done() {

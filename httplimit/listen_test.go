@@ -134,3 +134,18 @@ func TestListenAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want 0", allocs)
 	}
 }
+
+// A RateLimit reset too large for a Duration must be capped at maxHold, as
+// Retry-After is, not wrap around (t·1e9 overflows int64 past ~9.2e9 s).
+func TestQuotaSpentResetBeyondADuration(t *testing.T) {
+	for _, line := range []string{
+		`"default";r=0;t=10000000000`, // 1e10 s: wraps negative
+		`"default";r=0;t=18446744074`, // wraps to a small positive
+		`"default";r=0;t=999999999999999`,
+	} {
+		d, ok := quotaSpent([]string{line})
+		if !ok || d != maxHold {
+			t.Errorf("quotaSpent(%s) = %v, %v; want %v, true", line, d, ok, maxHold)
+		}
+	}
+}

@@ -34,7 +34,8 @@ type TransportConfig[K comparable] struct {
 	// hears it (empty is "default" for a lone entry).
 	Policies []atomiclimit.Policy[K]
 	// Cost returns the number of tokens a request takes (nil: 1). A cost
-	// of 0 waits for nothing; a negative cost fails with ErrCost.
+	// of 0 waits for no policy, only for a hold of its key; a negative
+	// cost fails with ErrCost.
 	Cost func(r *http.Request) int
 	// MaxWait bounds each wait of a request before it is sent, for the
 	// provider's hold and the policies together (0: none but the
@@ -247,10 +248,23 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	r := req
+	// prev is the provider's refusal of the attempt before, kept until the
+	// retry may go: if its wait fails, the caller gets the refusal as it
+	// came, not an error.
+	var prev *http.Response
 	for attempt := 0; ; attempt++ {
 		if err := t.wait(ctx, key, n); err != nil {
 			closeBody(r) // a RoundTripper closes the body, sent or not
+			if prev != nil {
+				return prev, nil
+			}
 			return nil, err
+		}
+		if prev != nil {
+			discard(prev)
+			if t.hook != nil && t.hook.Retried != nil {
+				t.hook.Retried(t.name, attempt)
+			}
 		}
 		resp, err := t.base.RoundTrip(r)
 		if err != nil {
@@ -264,11 +278,7 @@ func (t *Transport[K]) RoundTrip(req *http.Request) (*http.Response, error) {
 		if next == nil {
 			return resp, nil
 		}
-		discard(resp)
-		r = next
-		if t.hook != nil && t.hook.Retried != nil {
-			t.hook.Retried(t.name, attempt+1)
-		}
+		prev, r = resp, next
 	}
 }
 
@@ -282,22 +292,60 @@ func (t *Transport[K]) fail(req *http.Request, err error) error {
 	return err
 }
 
-// wait waits for key's hold, if it is held, and then for the policies,
-// within the longest wait.
+// wait waits for key's hold, if it is held, then for the policies, and
+// then for any hold heard meanwhile, within the longest wait: a request is
+// never sent while its key is held. A hold heard while the policies were
+// waited for spends their admission on a later send (stricter, never
+// looser). It reads no clock when no key is held.
 func (t *Transport[K]) wait(ctx context.Context, key K, n int) error {
-	maxWait := t.maxWait
-	if until, now, held := t.holds.until(key); held {
-		waited, err := t.waitHold(ctx, n, time.Duration(until-now))
-		if err != nil {
+	var waited time.Duration
+	var err error
+	if t.holds.any() {
+		if waited, err = t.waitHolds(ctx, key, n, t.maxWait); err != nil {
 			return err
-		}
-		if maxWait > 0 {
-			maxWait = max(maxWait-waited, time.Nanosecond) // what is left of it
 		}
 	}
 	if t.s == nil {
 		return nil
 	}
+	maxWait := rest(t.maxWait, waited)
+	if waited, err = t.waitStack(ctx, key, n, maxWait); err != nil {
+		return err
+	}
+	if t.holds.any() {
+		_, err = t.waitHolds(ctx, key, n, rest(maxWait, waited))
+	}
+	return err
+}
+
+// rest is what is left of a longest wait maxWait (0: none) after waited.
+func rest(maxWait, waited time.Duration) time.Duration {
+	if maxWait == 0 {
+		return 0
+	}
+	return max(maxWait-waited, time.Nanosecond)
+}
+
+// waitHolds waits until key is not held, each hold within what is left of
+// maxWait (0: no longest wait), and returns how long it waited.
+func (t *Transport[K]) waitHolds(ctx context.Context, key K, n int, maxWait time.Duration) (time.Duration, error) {
+	var waited time.Duration
+	for {
+		until, now, held := t.holds.until(key)
+		if !held {
+			return waited, nil
+		}
+		d, err := t.waitHold(ctx, n, time.Duration(until-now), rest(maxWait, waited))
+		if err != nil {
+			return waited, err
+		}
+		waited += d
+	}
+}
+
+// waitStack waits for the policies, at most maxWait (0: no longest wait),
+// and returns how long they made the request wait.
+func (t *Transport[K]) waitStack(ctx context.Context, key K, n int, maxWait time.Duration) (time.Duration, error) {
 	// The outcomes on the goroutine's stack, as few as the policies need:
 	// Wait wants them zero, and zeroing all eight costs a request
 	// measurable time.
@@ -317,24 +365,30 @@ func (t *Transport[K]) wait(ctx context.Context, key K, n int) error {
 	}
 }
 
-// waitPolicies waits until the policies admit the request.
-func (t *Transport[K]) waitPolicies(ctx context.Context, key K, n int, maxWait time.Duration, out []atomiclimit.Outcome) error {
+// waitPolicies waits until the policies admit the request, and returns
+// how long they made it wait.
+func (t *Transport[K]) waitPolicies(ctx context.Context, key K, n int, maxWait time.Duration, out []atomiclimit.Outcome) (time.Duration, error) {
 	res, _, err := t.s.Wait(ctx, key, n, maxWait, out)
 	t.s.Report(t.hook, res, out, n)
-	if res == atomiclimit.Pass {
-		return nil
+	if res != atomiclimit.Pass {
+		return 0, fmt.Errorf("httplimit: not sent: %w", err)
 	}
-	return fmt.Errorf("httplimit: not sent: %w", err)
+	var waited time.Duration // each wait is one policy's
+	for i := range out {
+		waited += out[i].Waited
+	}
+	return waited, nil
 }
 
 // waitHold waits out a hold with left to go, its end spread over one
 // token's time of the tightest policy (hint), at most a quarter of the
-// hold: the requests it held do not all go at its last instant. It
-// returns how long it waited.
-func (t *Transport[K]) waitHold(ctx context.Context, n int, left time.Duration) (time.Duration, error) {
+// hold: the requests it held do not all go at its last instant. maxWait is
+// what is left of the longest wait (0: none). It returns how long it
+// waited.
+func (t *Transport[K]) waitHold(ctx context.Context, n int, left, maxWait time.Duration) (time.Duration, error) {
 	room := time.Duration(math.MaxInt64)
-	if t.maxWait > 0 {
-		room = t.maxWait
+	if maxWait > 0 {
+		room = maxWait
 		if left > room {
 			return 0, fmt.Errorf("httplimit: not sent: the provider holds the key for %v more, beyond the longest wait %v: %w", left, t.maxWait, atomiclimit.ErrDeadline)
 		}
@@ -461,6 +515,9 @@ type holds[K comparable] struct {
 	mu     sync.RWMutex
 	m      map[K]int64 // the keys held, and until when; guarded by mu
 }
+
+// any reports whether a key may be held: one load, no clock.
+func (h *holds[K]) any() bool { return h.latest.Load() != 0 }
 
 // now is the time on holds' clock (> 0 once epoch has passed).
 func (h *holds[K]) now() int64 { return int64(time.Since(h.epoch)) + 1 + testSkew.Load() }

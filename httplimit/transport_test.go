@@ -197,7 +197,7 @@ func TestTransportHoldsAndRetries(t *testing.T) {
 	if w := ts.all(); len(w) != 1 || w[0] > 2*time.Second || w[0] < 1900*time.Millisecond {
 		t.Errorf("waits %v, want the hold's 2s", w)
 	}
-	if got, want := ev.list(), []string{"held provider 2s", "retried provider 1", "waited provider 1 2s"}; !slices.Equal(got, want) {
+	if got, want := ev.list(), []string{"held provider 2s", "waited provider 1 2s", "retried provider 1"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }
@@ -521,3 +521,173 @@ func TestTransportConcurrent(t *testing.T) {
 		t.Errorf("%d requests in %v, faster than the policy's %v", goroutines*each, elapsed, min)
 	}
 }
+
+// End to end: a 429 whose RateLimit field says the quota is spent for a
+// very long time must hold the key (and not be retried at once).
+func TestTransportHoldsAResetBeyondADuration(t *testing.T) {
+	fakeTimers(t)
+	p := &provider{answer: func(i int, _ *http.Request) *http.Response {
+		if i == 0 {
+			return answer(http.StatusTooManyRequests, `Ratelimit: "default";r=0;t=10000000000`)
+		}
+		return answer(http.StatusOK)
+	}}
+	tr := mustTransport(t, TransportConfig[string]{Base: p, Retries: 1, MaxWait: time.Minute})
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example/a")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if p.count() != 1 {
+		t.Errorf("sent %d times; a hold of (capped) a year must not be retried within a minute's MaxWait", p.count())
+	}
+	if _, _, held := tr.holds.until("api.example"); !held {
+		t.Errorf("the key is not held after the provider said its quota is spent")
+	}
+}
+
+// A hold that a concurrent refusal extends while a request waits out the
+// key's earlier hold must hold that request too: it must not be sent while
+// a known hold is active.
+func TestTransportWaitsForAHoldExtendedWhileItWaits(t *testing.T) {
+	var tr *Transport[string]
+	first := true
+	testTimer = func(d time.Duration) (<-chan time.Time, func() bool) {
+		if first {
+			first = false
+			// Another request's 429 arrives meanwhile: Retry-After 30.
+			tr.hold(context.Background(), "api.example", 30*time.Second)
+		}
+		testSkew.Add(int64(d))
+		c := make(chan time.Time, 1)
+		c <- time.Time{}
+		return c, func() bool { return true }
+	}
+	t.Cleanup(func() { testTimer = nil; testSkew.Store(0) })
+	var sentWhileHeld []time.Duration
+	p := &provider{answer: func(i int, r *http.Request) *http.Response {
+		if until, now, held := tr.holds.until("api.example"); held {
+			sentWhileHeld = append(sentWhileHeld, time.Duration(until-now))
+		}
+		return answer(http.StatusOK)
+	}}
+	tr = mustTransport(t, TransportConfig[string]{Base: p})
+	tr.hold(context.Background(), "api.example", 2*time.Second) // a refusal before
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(sentWhileHeld) > 0 {
+		t.Errorf("sent while the key was held for %v more", sentWhileHeld[0])
+	}
+}
+
+// denyOnce is a policy limiter that denies its first request (asking for a
+// short wait) and admits the rest; at its first denial, the provider's
+// hold arrives (another request's 429), as it can while a request waits
+// for its policies.
+type denyOnce struct {
+	atomiclimit.KeyedLimiter[string]
+	calls  int
+	onDeny func()
+}
+
+func (l *denyOnce) Take(ctx context.Context, key string, n int) (gcraDecision, atomiclimit.Receipt, error) {
+	l.calls++
+	if l.calls == 1 {
+		l.onDeny()
+		return gcraDecision{RetryAfter: time.Millisecond, TokenAfter: time.Millisecond}, atomiclimit.Receipt{}, nil
+	}
+	return gcraDecision{Allowed: true, Remaining: 1}, atomiclimit.Receipt{}, nil
+}
+
+func (l *denyOnce) Peek(ctx context.Context, key string, n int) (gcraDecision, error) {
+	return gcraDecision{Allowed: true}, nil
+}
+
+func (l *denyOnce) Refund(ctx context.Context, key string, n int, r atomiclimit.Receipt) (bool, error) {
+	return false, nil
+}
+
+func (l *denyOnce) Quota(key string) atomiclimit.Quota {
+	return atomiclimit.Quota{Kind: "fixed", Limit: 10, Window: time.Second}
+}
+
+// A hold that arrives while a request waits for its policies must hold it
+// too: the request is not sent while a known hold is active.
+func TestTransportWaitsForAHoldHeardDuringItsPolicies(t *testing.T) {
+	fakeTimers(t)
+	var tr *Transport[string]
+	pol := &denyOnce{onDeny: func() { tr.hold(context.Background(), "api.example", 30*time.Second) }}
+	var sentWhileHeld []time.Duration
+	p := &provider{answer: func(i int, r *http.Request) *http.Response {
+		if until, now, held := tr.holds.until("api.example"); held {
+			sentWhileHeld = append(sentWhileHeld, time.Duration(until-now))
+		}
+		return answer(http.StatusOK)
+	}}
+	tr = mustTransport(t, TransportConfig[string]{Base: p, Policies: []atomiclimit.Policy[string]{{Name: "own", Limiter: pol}}})
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(sentWhileHeld) > 0 {
+		t.Errorf("sent while the key was held for %v more", sentWhileHeld[0])
+	}
+}
+
+// A refused request whose retry cannot be waited for (its policies now
+// need longer than MaxWait) gets the provider's refusal as it came, not an
+// error: the refusal is kept until the retry may go.
+func TestTransportRetryThatCannotWaitReturnsTheRefusal(t *testing.T) {
+	fakeTimers(t)
+	slow := &slowPolicy{}
+	p := &provider{answer: func(i int, r *http.Request) *http.Response {
+		if i == 0 {
+			slow.deny = true // the client's own policy now needs 10s
+			return answer(http.StatusTooManyRequests, "Retry-After: 1")
+		}
+		return answer(http.StatusOK)
+	}}
+	tr := mustTransport(t, TransportConfig[string]{Base: p, Retries: 1, MaxWait: 5 * time.Second,
+		Policies: []atomiclimit.Policy[string]{{Name: "own", Limiter: slow}}})
+	resp, err := (&http.Client{Transport: tr}).Get("http://api.example/a")
+	if err != nil {
+		t.Fatalf("the caller got %v, not the provider's refusal", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || p.count() != 1 {
+		t.Errorf("status %d after %d sends, want the 429 after 1", resp.StatusCode, p.count())
+	}
+	if drained, closed := p.bodies[0].state(); drained || closed {
+		t.Errorf("the refusal's body: read %v, closed %v; want it untouched", drained, closed)
+	}
+}
+
+// slowPolicy admits until deny is set, then asks for 10s.
+type slowPolicy struct {
+	atomiclimit.KeyedLimiter[string]
+	deny bool
+}
+
+func (l *slowPolicy) Take(ctx context.Context, key string, n int) (gcraDecision, atomiclimit.Receipt, error) {
+	if l.deny {
+		return gcraDecision{RetryAfter: 10 * time.Second, TokenAfter: 10 * time.Second}, atomiclimit.Receipt{}, nil
+	}
+	return gcraDecision{Allowed: true, Remaining: 1}, atomiclimit.Receipt{}, nil
+}
+
+func (l *slowPolicy) Peek(ctx context.Context, key string, n int) (gcraDecision, error) {
+	return gcraDecision{}, nil
+}
+
+func (l *slowPolicy) Refund(ctx context.Context, key string, n int, r atomiclimit.Receipt) (bool, error) {
+	return false, nil
+}
+
+func (l *slowPolicy) Quota(key string) atomiclimit.Quota {
+	return atomiclimit.Quota{Kind: "fixed", Limit: 10, Window: 10 * time.Second}
+}
+
+type gcraDecision = gcra.Decision
