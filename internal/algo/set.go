@@ -153,27 +153,34 @@ func (s *Set) Admit(st State, now int64, n int) bool {
 func (s *Set) Suspect(st State, now int64) bool {
 	last := len(s.algs) - 1
 	for i := last; i >= 0; i-- {
-		var from int64
-		if r := s.rule[i]; r != nil {
-			v := s.word(st, i).Load()
-			if v == r.Retired() {
-				if i == last {
-					return true
-				}
-				continue // an earlier band is never retired
-			}
-			from, _, _ = r.Idle(v, 0)
-		} else {
-			var live bool
-			if _, from, _, _, live = s.algs[i].Idle(s.Sub(st, i), 0); !live && i == last {
+		from, live := s.bandIdleFrom(st, i)
+		if !live {
+			if i == last {
 				return true
 			}
+			continue // an earlier band is never retired
 		}
 		if from-now > s.idle[i] {
 			return true
 		}
 	}
 	return false
+}
+
+// bandIdleFrom returns when band i of st becomes idle, by loads only (a
+// one-word band decided on its word with its rule), and false if the band
+// is retired.
+func (s *Set) bandIdleFrom(st State, i int) (int64, bool) {
+	if r := s.rule[i]; r != nil {
+		v := s.word(st, i).Load()
+		if v == r.Retired() {
+			return 0, false
+		}
+		from, _, _ := r.Idle(v, 0)
+		return from, true
+	}
+	_, from, _, _, live := s.algs[i].Idle(s.Sub(st, i), 0)
+	return from, live
 }
 
 // A plan is an admission's check, kept for its take: for each one-word
@@ -459,26 +466,17 @@ func Far(from, now int64, clk Clock, reach *atomic.Int64) bool {
 // IdleFrom returns when the last of st's bands becomes idle, and false if
 // st is retired.
 func (s *Set) IdleFrom(st State) (int64, bool) {
-	// Loads only, band by band, the last first (as snapshot reads them):
-	// a denial asks this of every state it meets (see Far), so it builds
-	// no snapshot and decides a one-word band on its word with its rule.
+	// Loads only, band by band, the last first (as snapshot reads them),
+	// with no snapshot: a denial may ask this (see Far).
+	last := len(s.algs) - 1
 	var from int64
-	for i := len(s.algs) - 1; i >= 0; i-- {
-		var f int64
-		if r := s.rule[i]; r != nil {
-			v := s.word(st, i).Load()
-			if v == r.Retired() {
-				if i == len(s.algs)-1 {
-					return 0, false
-				}
-				continue // an earlier band is never retired
-			}
-			f, _, _ = r.Idle(v, 0)
-		} else {
-			var live bool
-			if _, f, _, _, live = s.algs[i].Idle(s.Sub(st, i), 0); !live && i == len(s.algs)-1 {
+	for i := last; i >= 0; i-- {
+		f, live := s.bandIdleFrom(st, i)
+		if !live {
+			if i == last {
 				return 0, false
 			}
+			continue // an earlier band is never retired
 		}
 		from = max(from, f)
 	}
